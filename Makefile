@@ -1,0 +1,49 @@
+# The two README commands: `make demo` and `make test`. Both bootstrap .venv from nothing but python3.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip
+EDITABLE := --config-settings editable_mode=compat
+MEMBERS := sdk/pyproject.toml proto/pyproject.toml edge/pyproject.toml cloud/pyproject.toml
+
+.PHONY: demo test lint typecheck bench proto models clean help
+
+help:
+	@echo "make demo   run the demo (real COCO detector over a real clip)"
+	@echo "make test   run the test suite"
+	@echo "make lint | typecheck | bench | proto | models | clean"
+
+$(STAMP): constraints.txt $(MEMBERS)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "edgefleet needs Python >= 3.10")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
+	$(PIP) install -q --disable-pip-version-check -c constraints.txt setuptools wheel
+	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation $(EDITABLE) \
+		-e './sdk[cpu]' -e ./proto -e ./edge -e './cloud[postgres]' \
+		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/edgefleet demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy sdk/src edge/src cloud/src
+
+bench: $(STAMP)
+	$(BIN)/edgefleet bench --json
+
+proto: $(STAMP)
+	$(BIN)/python tools/gen-proto
+
+models:
+	tools/models/build.sh all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-out

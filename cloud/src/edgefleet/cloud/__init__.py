@@ -1,0 +1,1 @@
+"""The edgefleet controller and fleet CLI."""

@@ -1,0 +1,1 @@
+"""The edgefleet edge agent."""

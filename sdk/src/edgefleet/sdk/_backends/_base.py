@@ -1,0 +1,90 @@
+"""The backend contract every inference backend implements, and the buffer preprocessing writes into."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["Backend", "InputBuffer", "TensorSpec"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A model input or output as the backend sees it; -1 marks a dynamic dimension."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class InputBuffer:
+    """A preallocated input batch owned by a backend.
+
+    ``array`` is where preprocessing writes, one row per frame: a host numpy array for CPU inference, or a
+    device array (``__cuda_array_interface__``) for GPU backends. ``capacity`` rows exist.
+    """
+
+    array: Any
+    capacity: int
+    device: str = "cpu"
+    handle: Any = None  # backend-private (bindings, device pointers)
+
+
+class Backend(ABC):
+    """Lifecycle: ``load`` → ``inputs``/``outputs`` → ``allocate_input`` → ``warmup`` → ``infer``* → ``close``.
+
+    ``infer`` runs one batch of ``n`` rows from an input buffer and returns host arrays with exactly ``n``
+    rows per output. A backend is used from one thread at a time; buffers are reused, never reallocated
+    per batch.
+    """
+
+    kind: ClassVar[str]
+    extra: ClassVar[str]  # the pip extra that installs its library
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        self.inputs: tuple[TensorSpec, ...] = ()
+        self.outputs: tuple[TensorSpec, ...] = ()
+
+    @abstractmethod
+    def load(self, model_path: Path) -> None:
+        """Load the model; raises BackendError (or ModelPackageError subclasses) with a clear message."""
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size the model requires, or None when its batch dimension is dynamic."""
+        shape = self.inputs[0].shape if self.inputs else ()
+        return shape[0] if shape and shape[0] > 0 else None
+
+    @abstractmethod
+    def allocate_input(self, batch: int) -> InputBuffer:
+        """Preallocate an input buffer with room for ``batch`` rows."""
+
+    @abstractmethod
+    def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
+        """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each."""
+
+    def warmup(self, buffer: InputBuffer, n: int = 1, iterations: int = 3) -> float:
+        """Run ``iterations`` inferences on the buffer's current contents; returns the mean ms of the runs
+        after the first (the first pays for lazy initialisation)."""
+        times = []
+        for _ in range(max(1, iterations)):
+            t0 = time.perf_counter()
+            self.infer(buffer, n)
+            times.append((time.perf_counter() - t0) * 1000.0)
+        rest = times[1:] or times
+        return sum(rest) / len(rest)
+
+    def describe(self) -> str:
+        """A short human description (backend, device, providers/precision)."""
+        return f"{self.kind} on {self.device}"
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the model and its buffers. Safe to call twice."""

@@ -1,0 +1,253 @@
+"""``edgefleet bench``: the same model and clip measured three ways, each in a fresh process.
+
+(a) ``raw``: the backend alone on preprocessed tensors (the ceiling);
+(b) ``naive``: one thread, OpenCV read → resize → normalise → ``session.run`` on host arrays → decode;
+(c) ``pipeline``: the SDK pipeline end to end (decode, batcher, preprocess, inference, decode).
+
+Each mode prints one JSON object; the parent adds the ratios. Run ``python -m edgefleet.sdk._bench MODE``
+to measure one mode alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_bench"]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _read_frames(source: Path, n: int) -> list[Any]:
+    import cv2
+
+    cap = cv2.VideoCapture(str(source))
+    frames = []
+    while len(frames) < n:
+        ok, img = cap.read()
+        if not ok:
+            if not frames:
+                raise SystemExit(f"{source}: no frames")
+            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            continue
+        frames.append(img)
+    cap.release()
+    return frames
+
+
+def _mode_raw(model: Path, source: Path, frames: int, batch: int, device: str) -> dict[str, Any]:
+    from ._model import load_model
+    from ._package import load_package
+
+    m = load_model(load_package(model), device=device, max_batch=batch)
+    buf = m.acquire_buffer(1.0)
+    assert buf is not None
+    img = _read_frames(source, 1)[0]
+    for i in range(m.max_batch):
+        m.preprocess(img, buf, i)
+    m.preprocess.finish(buf, m.max_batch)
+    for _ in range(3):
+        m.backend.infer(buf, m.max_batch)
+    iters = max(1, frames // m.max_batch)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        m.backend.infer(buf, m.max_batch)
+    dt = time.perf_counter() - t0
+    m.close()
+    return {
+        "frames": iters * m.max_batch,
+        "seconds": dt,
+        "fps": iters * m.max_batch / dt,
+        "batch": m.max_batch,
+    }
+
+
+def _mode_naive(model: Path, source: Path, frames: int, batch: int, device: str) -> dict[str, Any]:
+    import cv2
+    import numpy as np
+    import onnxruntime as ort
+
+    from ._decoders import DecodeContext, build_decoder
+    from ._package import load_package
+    from ._preprocess import compute_transform
+
+    pkg = load_package(model)
+    spec = pkg.manifest.input
+    sess = ort.InferenceSession(str(pkg.model_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    dec = build_decoder(DecodeContext(pkg.manifest.decoder.params(), pkg.manifest, pkg.labels, tuple(names)))
+    mean = np.array(spec.mean, np.float32)
+    std = np.array(spec.std, np.float32)
+    cap = cv2.VideoCapture(str(source))
+    n = 0
+    t0 = time.perf_counter()
+    while n < frames:
+        ok, img = cap.read()
+        if not ok:
+            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            continue
+        t = compute_transform(img.shape[1], img.shape[0], spec)
+        rw, rh = t.resized
+        canvas = np.full((spec.height, spec.width, 3), spec.pad_value, np.uint8)
+        canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw] = cv2.resize(img, (rw, rh))
+        if spec.color == "RGB":
+            canvas = canvas[:, :, ::-1]
+        x = ((canvas.astype(np.float32) - mean) / std).transpose(2, 0, 1)[None]
+        out = dict(zip(names, sess.run(names, {spec.name: np.ascontiguousarray(x)}), strict=True))
+        dec.decode(out, [t])
+        n += 1
+    dt = time.perf_counter() - t0
+    return {"frames": n, "seconds": dt, "fps": n / dt, "batch": 1}
+
+
+def _mode_pipeline(
+    model: Path, source: Path, frames: int, batch: int, device: str, streams: int
+) -> dict[str, Any]:
+    from ._pipeline import Pipeline
+
+    per_stream = max(1, frames // streams)
+    sources = [f"s{i}={source}?loop=1" for i in range(streams)]
+    p = Pipeline(
+        model, sources, device=device, max_batch=batch, max_frames=per_stream, on_result=lambda r: None
+    )
+    p.start()
+    t0 = time.perf_counter()
+    stats = p.run()
+    dt = time.perf_counter() - t0
+    return {
+        "frames": stats.results,
+        "seconds": dt,
+        "fps": stats.results / dt,
+        "batch": batch,
+        "mean_batch": stats.mean_batch,
+        "streams": streams,
+        "dropped": stats.dropped,
+        "copies_per_frame": stats.copies_per_frame,
+        "stages_ms": {
+            k: {"p50": v.p50_ms, "p95": v.p95_ms, "p99": v.p99_ms} for k, v in stats.stages.items() if v.items
+        },
+    }
+
+
+def _child(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(prog="python -m edgefleet.sdk._bench")
+    ap.add_argument("mode", choices=["raw", "naive", "pipeline"])
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--source", type=Path, required=True)
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    if a.mode == "raw":
+        res = _mode_raw(a.model, a.source, a.frames, a.batch, a.device)
+    elif a.mode == "naive":
+        res = _mode_naive(a.model, a.source, a.frames, a.batch, a.device)
+    else:
+        res = _mode_pipeline(a.model, a.source, a.frames, a.batch, a.device, a.streams)
+    res["mode"] = a.mode
+    res["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    print(json.dumps(res))
+
+
+def run_bench(
+    *,
+    model: Path,
+    source: Path,
+    frames: int,
+    batch: int,
+    streams: int,
+    device: str,
+    as_json: bool,
+    out: Path | None,
+) -> dict[str, Any]:
+    from ._package import load_package
+
+    load_package(model)  # a clear error before spending time
+    if not source.is_file():
+        from ._errors import SourceError
+
+        raise SourceError(f"{source}: no such video file")
+    results: dict[str, Any] = {}
+    for mode in ("raw", "naive", "pipeline"):
+        if not as_json:
+            print(f"measuring {mode} ...", file=sys.stderr)
+        cmd = [
+            sys.executable,
+            "-m",
+            "edgefleet.sdk._bench",
+            mode,
+            "--model",
+            str(model),
+            "--source",
+            str(source),
+            "--frames",
+            str(frames),
+            "--batch",
+            str(batch if mode != "naive" else 1),
+            "--streams",
+            str(streams),
+            "--device",
+            device,
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            from ._errors import EdgefleetError
+
+            raise EdgefleetError(f"bench mode {mode} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = {
+        "command": " ".join(
+            [
+                "edgefleet",
+                "bench",
+                "--model",
+                str(model),
+                "--source",
+                str(source),
+                "--frames",
+                str(frames),
+                "--batch",
+                str(batch),
+                "--streams",
+                str(streams),
+                "--device",
+                device,
+            ]
+        ),
+        "machine": {
+            "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(),
+            "cores": _cores(),
+        },
+        "results": results,
+        "ratios": {
+            "pipeline_over_naive": results["pipeline"]["fps"] / results["naive"]["fps"],
+            "pipeline_over_raw": results["pipeline"]["fps"] / results["raw"]["fps"],
+        },
+    }
+    text = json.dumps(report, indent=2)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return report
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1:])

@@ -1,0 +1,88 @@
+"""Rich rendering of pipeline stats: the live table and the summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from .._metrics import PipelineStats
+
+__all__ = ["live_table", "summary_tables"]
+
+_STAGE_LABELS = {
+    "queue": "queue wait (per frame)",
+    "preprocess": "preprocess (per batch)",
+    "infer": "inference (per batch)",
+    "postprocess": "decode (per batch)",
+    "sinks": "sinks (per batch)",
+    "end_to_end": "capture → result (per frame)",
+}
+
+
+def live_table(stats: PipelineStats) -> Table:
+    t = Table(title=f"edgefleet · {stats.model} · {stats.elapsed_s:.0f}s", expand=False)
+    for col in (
+        "stream",
+        "state",
+        "fps",
+        "frames",
+        "results",
+        "dropped",
+        "reconnects",
+        "p50 ms",
+        "p95 ms",
+        "model",
+    ):
+        t.add_column(col, justify="right" if col not in {"stream", "state", "model"} else "left")
+    for s in stats.streams.values():
+        state = "done" if s.finished else ("live" if s.connected else "[yellow]reconnecting[/]")
+        t.add_row(
+            s.stream_id,
+            state,
+            f"{s.fps:.1f}",
+            str(s.frames_in),
+            str(s.results),
+            str(s.dropped),
+            str(s.reconnects),
+            f"{s.latency_p50_ms:.1f}",
+            f"{s.latency_p95_ms:.1f}",
+            s.model or "",
+        )
+    return t
+
+
+def summary_tables(stats: PipelineStats) -> list[Any]:
+    head = Table(title="summary", show_header=False)
+    head.add_column("what")
+    head.add_column("value", justify="right")
+    head.add_row("model", stats.model or "")
+    head.add_row("frames in / results", f"{stats.frames_in} / {stats.results}")
+    head.add_row("elapsed", f"{stats.elapsed_s:.2f} s")
+    head.add_row("throughput", f"{stats.fps:.1f} frames/s")
+    head.add_row("batches (mean size)", f"{stats.batches} ({stats.mean_batch:.2f})")
+    head.add_row("dropped", str(stats.dropped))
+    head.add_row("pixel copies per frame", f"{stats.copies_per_frame:.2f}")
+    stages = Table(title="latency by stage (ms)")
+    for col in ("stage", "items", "p50", "p95", "p99"):
+        stages.add_column(col, justify="left" if col == "stage" else "right")
+    for name, st in stats.stages.items():
+        if st.items:
+            stages.add_row(
+                _STAGE_LABELS.get(name, name),
+                str(st.items),
+                f"{st.p50_ms:.2f}",
+                f"{st.p95_ms:.2f}",
+                f"{st.p99_ms:.2f}",
+            )
+    out: list[Any] = [head, stages]
+    if len(stats.streams) > 1 or any(s.reconnects or s.dropped for s in stats.streams.values()):
+        out.append(live_table(stats))
+    if stats.detections_by_label:
+        det = Table(title="detections by class")
+        det.add_column("class")
+        det.add_column("count", justify="right")
+        for label, n in stats.detections_by_label.items():
+            det.add_row(label, str(n))
+        out.append(det)
+    return out

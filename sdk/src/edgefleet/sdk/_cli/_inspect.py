@@ -1,0 +1,73 @@
+"""``edgefleet models inspect``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .._backends import create_backend
+from .._config import OnnxRuntimeConfig
+from .._model import check_io
+from .._package import load_package
+
+__all__ = ["inspect_command"]
+
+
+def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
+    pkg = load_package(path)  # verifies sizes and hashes; raises with the file named
+    m = pkg.manifest
+    real: dict[str, Any] | None = None
+    if load:
+        backend = create_backend(OnnxRuntimeConfig(), "cpu")
+        try:
+            backend.load(pkg.model_path)
+            check_io(m, backend, str(pkg.root))
+            real = {
+                "inputs": [vars(t) for t in backend.inputs],
+                "outputs": [vars(t) for t in backend.outputs],
+            }
+        finally:
+            backend.close()
+    info: dict[str, Any] = {
+        "ref": m.ref,
+        "task": m.task,
+        "description": m.description,
+        "license": m.license,
+        "input": m.input.model_dump(mode="json"),
+        "outputs": [o.model_dump(mode="json") for o in m.outputs],
+        "decoder": m.decoder.model_dump(mode="json"),
+        "labels": len(pkg.labels),
+        "files": {k: v.model_dump() for k, v in m.files.items()},
+        "verified": True,
+        "signed": m.signature is not None,
+        "key_id": m.signature.key_id if m.signature else None,
+        "engines": {k: v.model_dump(mode="json") for k, v in m.engines.items()},
+        "model_io": real,
+    }
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    console = Console()
+    t = Table(title=f"{m.ref}  ({pkg.root})", show_header=False)
+    t.add_column("field")
+    t.add_column("value")
+    t.add_row("task", m.task)
+    t.add_row("description", m.description)
+    t.add_row("license", m.license or "")
+    i = m.input
+    t.add_row("input", f"{i.name} {list(i.shape)} {i.dtype} {i.layout} {i.color} {i.resize}")
+    t.add_row("normalise", f"mean {list(i.mean)} std {list(i.std)}")
+    t.add_row("outputs", ", ".join(f"{o.name} {list(o.shape)}" for o in m.outputs))
+    t.add_row("decoder", json.dumps(m.decoder.model_dump(mode="json")))
+    t.add_row(
+        "labels", f"{len(pkg.labels)} ({', '.join(pkg.labels[:5])}{', …' if len(pkg.labels) > 5 else ''})"
+    )
+    t.add_row("files", f"{len(m.files)} verified (sha256 and size)")
+    t.add_row("signature", f"ed25519 by key {m.signature.key_id}" if m.signature else "unsigned")
+    if real is not None:
+        t.add_row("model check", "[green]real tensors match the manifest[/]")
+    console.print(t)

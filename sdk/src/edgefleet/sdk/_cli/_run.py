@@ -1,0 +1,160 @@
+"""``edgefleet run``: one pipeline from flags or a YAML config, with progress and a summary."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .._config import OnnxRuntimeConfig, PipelineConfig, TensorRTConfig, load_pipeline_config
+from .._errors import ConfigError
+from .._pipeline import Pipeline
+from .._results import Result
+from .._sinks import JsonlSink, Sink, VideoSink
+from ._display import live_table, summary_tables
+
+__all__ = ["run_command"]
+
+
+def _config_from_flags(
+    model: Path | None,
+    sources: list[str],
+    batch: int,
+    device: str,
+    backend: str,
+    max_frames: int | None,
+    score: float | None,
+) -> PipelineConfig:
+    if model is None:
+        raise ConfigError("--model is required (or give --config)")
+    if not sources:
+        raise ConfigError("at least one --source is required (or give --config)")
+    backend_cfg: OnnxRuntimeConfig | TensorRTConfig
+    backend_cfg = TensorRTConfig() if backend == "tensorrt" else OnnxRuntimeConfig()
+    try:
+        return PipelineConfig(
+            model=model,
+            sources=tuple(sources),
+            max_batch=batch,
+            device=device,
+            backend=backend_cfg,
+            max_frames=max_frames,
+            score_threshold=score,
+        )
+    except Exception as exc:  # pydantic ValidationError: name the flag
+        from pydantic import ValidationError
+
+        from .._manifest import format_validation_error
+
+        if isinstance(exc, ValidationError):
+            raise ConfigError(format_validation_error(exc, "arguments")) from None
+        raise
+
+
+def run_command(
+    *,
+    model: Path | None,
+    sources: list[str],
+    out: Path | None,
+    jsonl: Path | None,
+    batch: int,
+    device: str,
+    backend: str,
+    config: Path | None,
+    max_frames: int | None,
+    score: float | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    cfg = (
+        load_pipeline_config(config)
+        if config
+        else _config_from_flags(model, sources, batch, device, backend, max_frames, score)
+    )
+    console = Console(stderr=True, quiet=quiet or as_json)
+    sinks: list[Sink] = []
+    if jsonl is not None:
+        sinks.append(JsonlSink(jsonl))
+    if out is not None:
+        sinks.append(VideoSink(out, multi_stream=len(cfg.sources) > 1))
+    done = threading.Event()
+    counter = {"n": 0}
+
+    def on_result(_: Result) -> None:
+        counter["n"] += 1
+
+    pipeline = Pipeline.from_config(cfg, on_result=on_result, sinks=sinks)
+    with console.status(f"loading {cfg.model} ..."):
+        pipeline.start()
+    interrupts = {"n": 0}
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        interrupts["n"] += 1
+        if interrupts["n"] == 1:
+            console.print("[yellow]stopping: finishing frames in flight (Ctrl-C again to abort)[/]")
+            pipeline.stop()
+        else:
+            pipeline.abort()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        _watch(pipeline, console, counter, done)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        pipeline.close()
+    stats = pipeline.stats()
+    if pipeline.error is not None:
+        pipeline.wait(0)  # raises PipelineError with the cause
+    if as_json:
+        data: dict[str, Any] = stats.to_dict()
+        data["outputs"] = {
+            "jsonl": str(jsonl) if jsonl else None,
+            "video": {k: str(v) for k, v in sinks[-1].paths.items()} if out else None,
+        }
+        print(json.dumps(data, indent=2, default=str))
+        return
+    for table in summary_tables(stats):
+        console.print(table)
+    if jsonl:
+        console.print(f"detections: {jsonl}")
+    if out is not None:
+        for path in sinks[-1].paths.values():  # type: ignore[attr-defined]
+            console.print(f"annotated video: {path}")
+
+
+def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int], done: threading.Event) -> None:
+    counts = pipeline.source_frame_counts()
+    limit = pipeline.config.max_frames
+    finite = all(c is not None for c in counts.values()) and not any(
+        s.live for s in pipeline.stats().streams.values()
+    )
+    if finite:
+        total = sum(min(c or 0, limit or c or 0) for c in counts.values())
+        progress = Progress(
+            TextColumn("[bold]processing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[fps]} fps"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task("frames", total=total or None, fps="0.0")
+            while not pipeline.wait(0.25):
+                progress.update(task, completed=counter["n"], fps=f"{pipeline.stats().fps:.1f}")
+            progress.update(task, completed=counter["n"])
+        return
+    with Live(live_table(pipeline.stats()), console=console, refresh_per_second=2, transient=False) as live:
+        while not pipeline.wait(0.5):
+            live.update(live_table(pipeline.stats()))
+        live.update(live_table(pipeline.stats()))
+        time.sleep(0)

@@ -1,0 +1,102 @@
+"""Pipeline configuration: a strict schema validated once, from Python, the CLI or a YAML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._errors import ConfigError
+from ._manifest import format_validation_error
+
+__all__ = [
+    "BackendConfig",
+    "OnnxRuntimeConfig",
+    "PipelineConfig",
+    "SinkConfig",
+    "TensorRTConfig",
+    "load_pipeline_config",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OnnxRuntimeConfig(_Strict):
+    """ONNX Runtime. ``providers`` in order of preference; the default follows ``device``:
+    ``cuda:N`` → TensorRT EP (when ORT has it) → CUDA EP → CPU; ``cpu`` → CPU."""
+
+    type: Literal["onnxruntime"] = "onnxruntime"
+    providers: tuple[str, ...] | None = Field(None, description="ORT execution providers, best first")
+    intra_op_threads: int | None = Field(None, ge=1, le=256, description="CPU threads per inference")
+    io_binding: bool = Field(True, description="Bind device buffers (CUDA) so nothing round-trips the host")
+    cuda_graph: bool = Field(False, description="Capture the CUDA EP run in a CUDA graph (fixed shapes)")
+    fp16: bool = Field(False, description="TensorRT EP: allow FP16 kernels")
+
+
+class TensorRTConfig(_Strict):
+    """TensorRT (>= 10): engine built from the ONNX on first use and cached."""
+
+    type: Literal["tensorrt"] = "tensorrt"
+    precision: Literal["fp32", "fp16", "int8"] = "fp16"
+    workspace_mb: int = Field(2048, ge=64)
+    cache_dir: Path | None = Field(None, description="Engine cache (default ~/.cache/edgefleet/engines)")
+    int8_calibration_cache: Path | None = None
+    timing_cache: bool = True
+
+
+BackendConfig = Annotated[OnnxRuntimeConfig | TensorRTConfig, Field(discriminator="type")]
+
+
+class SinkConfig(_Strict):
+    type: Literal["jsonl", "video"]
+    path: Path
+
+
+class PipelineConfig(_Strict):
+    """Everything a pipeline needs. Example (YAML)::
+
+    model: models/nanodet-m
+    sources: [models/media/vtest-300.mp4, "cam1=rtsp://user:pass@10.0.0.5/stream"]
+    device: cpu
+    max_batch: 4
+    sinks: [{type: jsonl, path: out.jsonl}]
+    """
+
+    model: Path
+    sources: tuple[str, ...] = Field(min_length=1)
+    device: str = Field("cpu", description="cpu or cuda:N")
+    backend: BackendConfig = Field(default_factory=OnnxRuntimeConfig)
+    max_batch: int = Field(1, ge=1, le=256)
+    batch_timeout_ms: float = Field(10.0, ge=0, le=10_000, description="Longest wait to fill a batch")
+    score_threshold: float | None = Field(None, ge=0, le=1, description="Overrides the manifest's")
+    iou_threshold: float | None = Field(None, ge=0, le=1)
+    max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
+    sinks: tuple[SinkConfig, ...] = ()
+    keep_raw: bool = Field(False, description="Attach the raw output tensors to each result")
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, v: str) -> str:
+        if v == "cpu" or (v.startswith("cuda") and (v == "cuda" or (v[5:].isdigit() and v[4] == ":"))):
+            return "cuda:0" if v == "cuda" else v
+        raise ValueError(f"must be cpu or cuda:N, got {v!r}")
+
+
+def load_pipeline_config(path: Path) -> PipelineConfig:
+    """Read a YAML pipeline config; errors name the file and the field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, str(path))) from None

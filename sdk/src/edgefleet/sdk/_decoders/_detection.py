@@ -1,0 +1,168 @@
+"""Detection decoders: Ultralytics YOLOv8/YOLO11 export layout and NanoDet's GFL head."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from .._errors import DecoderError
+from .._preprocess import Transform
+from .._results import Detection
+from ._base import DecodeContext, Decoded, Decoder, DecoderParams
+from ._nms import nms
+
+__all__ = ["NanoDetDecoder", "YoloDecoder"]
+
+
+class _DetectionParams(DecoderParams):
+    score_threshold: float = Field(0.25, ge=0, le=1)
+    iou_threshold: float = Field(0.45, ge=0, le=1)
+    max_detections: int = Field(100, ge=1, le=10_000)
+    pre_nms_top_k: int = Field(1000, ge=1)
+
+
+def _finish(
+    ctx: DecodeContext,
+    p: _DetectionParams,
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    t: Transform,
+) -> Decoded:
+    """Threshold-filtered candidates (input pixels) → NMS → source pixels → Detection records."""
+    if scores.size > p.pre_nms_top_k:
+        top = np.argpartition(-scores, p.pre_nms_top_k)[: p.pre_nms_top_k]
+        boxes, scores, classes = boxes[top], scores[top], classes[top]
+    keep = nms(boxes, scores, classes, p.iou_threshold, p.max_detections)
+    if keep.size == 0:
+        return Decoded()
+    src = t.to_source(boxes[keep])
+    dets = tuple(
+        Detection((float(b[0]), float(b[1]), float(b[2]), float(b[3])), float(s), int(c), ctx.label(int(c)))
+        for b, s, c in zip(src, scores[keep], classes[keep], strict=True)
+    )
+    return Decoded(detections=dets)
+
+
+class YoloParams(_DetectionParams):
+    output: str | None = Field(None, description="Output tensor name (default: the first output)")
+    layout: Literal["auto", "channels_first", "channels_last"] = "auto"
+
+
+class YoloDecoder(Decoder):
+    """Ultralytics export: (N, 4 + classes, anchors), boxes cx, cy, w, h in input pixels, class scores
+    already sigmoid-ed, no objectness. (N, anchors, 4 + classes) is accepted too."""
+
+    def __init__(self, ctx: DecodeContext) -> None:
+        self.ctx = ctx
+        self.p = ctx.parse(YoloParams)
+        self.output = self.p.output or ctx.output_names[0]
+        if self.output not in ctx.output_names:
+            raise DecoderError(
+                f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output"
+            )
+
+    def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
+        out = np.asarray(outputs[self.output], dtype=np.float32)
+        if out.ndim != 3:
+            raise DecoderError(f"yolo decoder expects a 3-D output, got shape {out.shape}")
+        n_labels = len(self.ctx.labels)
+        channels_first = self.p.layout == "channels_first" or (
+            self.p.layout == "auto"
+            and (out.shape[1] == 4 + n_labels or (n_labels == 0 and out.shape[1] < out.shape[2]))
+        )
+        if channels_first:
+            out = out.transpose(0, 2, 1)
+        results = []
+        for i, t in enumerate(transforms):
+            pred = out[i]
+            cls_scores = pred[:, 4:]
+            classes = cls_scores.argmax(axis=1)
+            scores = cls_scores[np.arange(cls_scores.shape[0]), classes]
+            mask = scores > self.p.score_threshold
+            if not mask.any():
+                results.append(Decoded())
+                continue
+            xywh = pred[mask, :4]
+            boxes = np.empty_like(xywh)
+            boxes[:, 0] = xywh[:, 0] - xywh[:, 2] / 2
+            boxes[:, 1] = xywh[:, 1] - xywh[:, 3] / 2
+            boxes[:, 2] = xywh[:, 0] + xywh[:, 2] / 2
+            boxes[:, 3] = xywh[:, 1] + xywh[:, 3] / 2
+            results.append(_finish(self.ctx, self.p, boxes, scores[mask], classes[mask], t))
+        return results
+
+
+class NanoDetParams(_DetectionParams):
+    strides: tuple[int, ...] = (8, 16, 32)
+    reg_max: int = Field(7, ge=1)
+    cls_prefix: str = "cls_"
+    reg_prefix: str = "reg_"
+
+
+class NanoDetDecoder(Decoder):
+    """NanoDet GFL head: per stride, class scores (N, cells, C) (sigmoid applied) and box distributions
+    (N, cells, 4 * (reg_max + 1)). Each side's distance from the cell centre ((i + 0.5) · stride) is the
+    expectation of the softmax over the bins, times the stride."""
+
+    def __init__(self, ctx: DecodeContext) -> None:
+        self.ctx = ctx
+        self.p = ctx.parse(NanoDetParams)
+        spec = ctx.manifest.input
+        self._levels = []
+        for s in self.p.strides:
+            cls_name, reg_name = f"{self.p.cls_prefix}{s}", f"{self.p.reg_prefix}{s}"
+            for name in (cls_name, reg_name):
+                if name not in ctx.output_names:
+                    raise DecoderError(f"{ctx.manifest.ref}: nanodet decoder needs an output named {name!r}")
+            gh, gw = -(-spec.height // s), -(-spec.width // s)
+            ys, xs = np.mgrid[0:gh, 0:gw]
+            centres = np.stack([(xs.ravel() + 0.5) * s, (ys.ravel() + 0.5) * s], axis=1).astype(np.float32)
+            self._levels.append((s, cls_name, reg_name, centres))
+        self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
+
+    def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
+        results = []
+        bins = self.p.reg_max + 1
+        for i, t in enumerate(transforms):
+            all_boxes, all_scores, all_classes = [], [], []
+            for stride, cls_name, reg_name, centres in self._levels:
+                cls = np.asarray(outputs[cls_name][i], dtype=np.float32)
+                if cls.shape[0] != centres.shape[0]:
+                    raise DecoderError(
+                        f"{self.ctx.manifest.ref}: {cls_name} has {cls.shape[0]} cells, expected {centres.shape[0]}"
+                    )
+                classes = cls.argmax(axis=1)
+                scores = cls[np.arange(cls.shape[0]), classes]
+                mask = scores > self.p.score_threshold
+                if not mask.any():
+                    continue
+                reg = np.asarray(outputs[reg_name][i][mask], dtype=np.float32).reshape(-1, 4, bins)
+                reg = np.exp(reg - reg.max(axis=2, keepdims=True))
+                reg /= reg.sum(axis=2, keepdims=True)
+                dist = (reg @ self._bins) * stride  # (k, 4): left, top, right, bottom
+                c = centres[mask]
+                boxes = np.stack(
+                    [c[:, 0] - dist[:, 0], c[:, 1] - dist[:, 1], c[:, 0] + dist[:, 2], c[:, 1] + dist[:, 3]],
+                    axis=1,
+                )
+                all_boxes.append(boxes)
+                all_scores.append(scores[mask])
+                all_classes.append(classes[mask])
+            if not all_boxes:
+                results.append(Decoded())
+                continue
+            results.append(
+                _finish(
+                    self.ctx,
+                    self.p,
+                    np.concatenate(all_boxes),
+                    np.concatenate(all_scores),
+                    np.concatenate(all_classes),
+                    t,
+                )
+            )
+        return results

@@ -1,0 +1,220 @@
+"""Frames, the fixed pool of preallocated slots they live in, and the bounded per-stream frame queue.
+
+A source decodes straight into a slot leased from its stream's pool; the frame then travels through the
+pipeline as a reference to that slot and the slot returns to the pool when the frame's result has been
+delivered. Nothing allocates pixel memory per frame.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "Frame",
+    "FramePool",
+    "FrameQueue",
+    "FrameSlot",
+    "OverflowPolicy",
+    "frame_allocator",
+    "host_allocator",
+]
+
+Allocator = Callable[[tuple[int, ...]], np.ndarray]
+
+
+def host_allocator(shape: tuple[int, ...]) -> np.ndarray:
+    """Plain pageable host memory (the CPU path). The CUDA layer supplies pinned/mapped allocators."""
+    return np.empty(shape, dtype=np.uint8)
+
+
+def frame_allocator(device: str) -> Allocator:
+    """Host memory for CPU inference; pinned host memory (mapped on Jetson) when frames go to a GPU, so the
+    one upload per frame is a fast DMA (or, on Jetson, no copy at all)."""
+    if device.startswith("cuda"):
+        from ._cuda._memory import pinned_allocator  # the CUDA layer, present with the [cuda] extra
+
+        return pinned_allocator(device)
+    return host_allocator
+
+
+class FrameSlot:
+    """One preallocated buffer of a pool. ``array`` is the slot's whole memory (H, W, 3) uint8."""
+
+    __slots__ = ("_pool", "array", "index", "leased")
+
+    def __init__(self, pool: FramePool, index: int, array: np.ndarray) -> None:
+        self._pool = pool
+        self.index = index
+        self.array = array
+        self.leased = False
+
+    def release(self) -> None:
+        self._pool.release(self)
+
+
+class FramePool:
+    """A fixed number of frame slots of one shape, allocated once and reused.
+
+    ``acquire`` blocks (with a timeout) when every slot is leased, which is how a file source is
+    throttled to the pipeline's pace. ``leases`` is exported as a metric: a leak shows up as a pool that
+    never drains.
+    """
+
+    def __init__(
+        self, shape: tuple[int, int, int], count: int, allocator: Allocator = host_allocator
+    ) -> None:
+        if count < 1:
+            raise ValueError("a frame pool needs at least one slot")
+        self.shape = shape
+        self._cond = threading.Condition()
+        self._slots = [FrameSlot(self, i, allocator(shape)) for i in range(count)]
+        self._free: deque[FrameSlot] = deque(self._slots)
+        self.allocations = count
+
+    @property
+    def size(self) -> int:
+        return len(self._slots)
+
+    @property
+    def leases(self) -> int:
+        with self._cond:
+            return len(self._slots) - len(self._free)
+
+    def try_acquire(self) -> FrameSlot | None:
+        with self._cond:
+            if not self._free:
+                return None
+            slot = self._free.popleft()
+            slot.leased = True
+            return slot
+
+    def acquire(self, timeout: float) -> FrameSlot | None:
+        """Lease a free slot, waiting up to ``timeout`` seconds; None when none came free."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._free:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._cond.wait(remaining):
+                    if not self._free:
+                        return None
+            slot = self._free.popleft()
+            slot.leased = True
+            return slot
+
+    def release(self, slot: FrameSlot) -> None:
+        with self._cond:
+            if not slot.leased:
+                return  # releasing twice is harmless: the frame may be released by a sink and at teardown
+            slot.leased = False
+            self._free.append(slot)
+            self._cond.notify()
+
+
+@dataclass(slots=True, eq=False)
+class Frame:
+    """A decoded frame: a view of a pool slot plus where and when it came from.
+
+    ``image`` is BGR uint8 (H, W, 3). It is only valid until :meth:`release`; copy it to keep it.
+    """
+
+    stream_id: str
+    sequence: int
+    timestamp: float
+    captured: float
+    image: np.ndarray
+    slot: FrameSlot | None = None
+    released: bool = field(default=False)
+
+    @property
+    def width(self) -> int:
+        return int(self.image.shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.image.shape[0])
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            if self.slot is not None:
+                self.slot.release()
+
+
+class OverflowPolicy(enum.Enum):
+    """What a full frame queue does with a new frame."""
+
+    BLOCK = "block"  # files and image folders: wait; never lose a frame
+    DROP_OLDEST = "drop_oldest"  # live sources: discard the oldest queued frame and count it
+
+
+class FrameQueue:
+    """A bounded queue of frames for one stream, feeding the cross-stream batcher.
+
+    All queues of a pipeline share one condition variable so the batcher can wait on any of them.
+    """
+
+    def __init__(self, capacity: int, policy: OverflowPolicy, cond: threading.Condition) -> None:
+        if capacity < 1:
+            raise ValueError("queue capacity must be at least 1")
+        self.capacity = capacity
+        self.policy = policy
+        self._cond = cond
+        self._items: deque[Frame] = deque()
+        self.dropped = 0
+        self.finished = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, frame: Frame, stop: threading.Event, timeout: float = 0.1) -> bool:
+        """Queue a frame. BLOCK waits for room (returns False if ``stop`` is set first);
+        DROP_OLDEST never waits."""
+        with self._cond:
+            while len(self._items) >= self.capacity:
+                if self.policy is OverflowPolicy.DROP_OLDEST:
+                    old = self._items.popleft()
+                    old.release()
+                    self.dropped += 1
+                    break
+                if stop.is_set():
+                    return False
+                self._cond.wait(timeout)
+            self._items.append(frame)
+            self._cond.notify_all()
+            return True
+
+    def pop(self) -> Frame | None:
+        """Take the oldest frame without waiting; the caller holds the shared condition."""
+        if self._items:
+            frame = self._items.popleft()
+            self._cond.notify_all()
+            return frame
+        return None
+
+    def drop_oldest(self) -> bool:
+        """Discard the oldest queued frame to free its slot (live sources under pool pressure)."""
+        with self._cond:
+            if not self._items:
+                return False
+            self._items.popleft().release()
+            self.dropped += 1
+            self._cond.notify_all()
+            return True
+
+    def finish(self) -> None:
+        with self._cond:
+            self.finished = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        with self._cond:
+            while self._items:
+                self._items.popleft().release()
+            self._cond.notify_all()

@@ -1,0 +1,285 @@
+"""The model package manifest (``manifest.yaml``): a strict pydantic schema.
+
+A package is a directory (or a tar of one) holding ``manifest.yaml`` and the files it lists. The manifest
+says how to feed the model (input spec), what comes out (output specs), how to decode it (decoder), the
+class labels, the sha256 and size of every file, optional prebuilt engines per target, an optional
+golden sample, and an optional Ed25519 signature over the canonical form of everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ._errors import ManifestError
+
+__all__ = [
+    "FORMAT",
+    "DecoderSpec",
+    "EngineSpec",
+    "FileEntry",
+    "GoldenSpec",
+    "InputSpec",
+    "Manifest",
+    "OutputSpec",
+    "SignatureSpec",
+    "canonical_bytes",
+    "format_validation_error",
+    "parse_manifest",
+    "read_manifest",
+]
+
+FORMAT = "edgefleet.model/v1"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+# Semantic Versioning 2.0.0 (major.minor.patch[-pre][+build]).
+_SEMVER_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _relative_file(value: str) -> str:
+    p = Path(value)
+    if not value or p.is_absolute() or ".." in p.parts or value.startswith(("/", "\\")):
+        raise ValueError(f"must be a relative path inside the package, got {value!r}")
+    return p.as_posix()
+
+
+class InputSpec(_Strict):
+    """How frames are turned into the model's input tensor."""
+
+    name: str = Field(description="Name of the model's input tensor")
+    shape: tuple[int, int, int, int] = Field(description="Tensor shape; -1 marks a dynamic dimension")
+    dtype: Literal["float32", "float16", "uint8"] = "float32"
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+    color: Literal["BGR", "RGB"] = "RGB"
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    resize: Literal["letterbox", "stretch"] = "letterbox"
+    pad_value: float = Field(0.0, description="Raw pixel value of the letterbox padding")
+
+    @field_validator("shape")
+    @classmethod
+    def _check_shape(cls, v: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if any(d == 0 or d < -1 for d in v):
+            raise ValueError("dimensions must be positive, or -1 for dynamic")
+        return v
+
+    @field_validator("std")
+    @classmethod
+    def _check_std(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(s == 0 for s in v):
+            raise ValueError("std must not contain 0")
+        return v
+
+    @property
+    def height(self) -> int:
+        return self.shape[2] if self.layout == "NCHW" else self.shape[1]
+
+    @property
+    def width(self) -> int:
+        return self.shape[3] if self.layout == "NCHW" else self.shape[2]
+
+    @property
+    def channels(self) -> int:
+        return self.shape[1] if self.layout == "NCHW" else self.shape[3]
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size the model requires, or None when the batch dimension is dynamic."""
+        return None if self.shape[0] == -1 else self.shape[0]
+
+
+class OutputSpec(_Strict):
+    name: str
+    shape: tuple[int, ...]
+
+
+class DecoderSpec(BaseModel):
+    """Selects the decoder by ``type``; the remaining keys are that decoder's parameters.
+
+    The decoder validates its own parameters strictly when it is built (see ``edgefleet.sdk.decoders``).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class FileEntry(_Strict):
+    sha256: str
+    size: int = Field(ge=0)
+
+    @field_validator("sha256")
+    @classmethod
+    def _check_sha(cls, v: str) -> str:
+        if not _SHA256_RE.match(v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+
+class EngineSpec(_Strict):
+    """A prebuilt engine for one target (e.g. ``sm90-trt10.3-fp16``)."""
+
+    file: str
+    precision: Literal["fp32", "fp16", "int8"] = "fp16"
+    tensorrt: str | None = None
+
+    @field_validator("file")
+    @classmethod
+    def _check_file(cls, v: str) -> str:
+        return _relative_file(v)
+
+
+class GoldenSpec(_Strict):
+    """A golden sample: an input tensor and the outputs the model must reproduce (npz files)."""
+
+    inputs: str
+    outputs: str
+    atol: float = 1e-3
+    rtol: float = 1e-3
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _check_files(cls, v: str) -> str:
+        return _relative_file(v)
+
+
+class SignatureSpec(_Strict):
+    algorithm: Literal["ed25519"] = "ed25519"
+    key_id: str
+    value: str = Field(description="base64 Ed25519 signature over canonical_bytes(manifest)")
+
+
+class Manifest(_Strict):
+    """A validated ``manifest.yaml``."""
+
+    format: Literal["edgefleet.model/v1"]
+    name: str
+    version: str
+    task: Literal["detection", "classification", "raw"]
+    description: str = ""
+    license: str | None = None
+    model: str
+    input: InputSpec
+    outputs: tuple[OutputSpec, ...] = Field(min_length=1)
+    decoder: DecoderSpec
+    labels: str | tuple[str, ...] | None = None
+    files: dict[str, FileEntry] = Field(min_length=1)
+    engines: dict[str, EngineSpec] = Field(default_factory=dict)
+    golden: GoldenSpec | None = None
+    signature: SignatureSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must match [a-z0-9][a-z0-9._-]{0,63}")
+        return v
+
+    @field_validator("version")
+    @classmethod
+    def _check_version(cls, v: str) -> str:
+        if not _SEMVER_RE.match(v):
+            raise ValueError(f"must be a semantic version like 1.2.3, got {v!r}")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, v: str) -> str:
+        return _relative_file(v)
+
+    @field_validator("files")
+    @classmethod
+    def _check_files(cls, v: dict[str, FileEntry]) -> dict[str, FileEntry]:
+        for key in v:
+            if _relative_file(key) != key:
+                raise ValueError(f"file key {key!r} must be a normalised relative path")
+            if key == "manifest.yaml":
+                raise ValueError("manifest.yaml must not list itself")
+        return v
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Manifest:
+        listed = set(self.files)
+        refs = [("model", self.model)]
+        if isinstance(self.labels, str):
+            refs.append(("labels", _relative_file(self.labels)))
+        refs += [(f"engines.{k}.file", e.file) for k, e in self.engines.items()]
+        if self.golden is not None:
+            refs += [("golden.inputs", self.golden.inputs), ("golden.outputs", self.golden.outputs)]
+        for field, ref in refs:
+            if ref not in listed:
+                raise ValueError(f"{field} refers to {ref!r}, which is not listed under files")
+        names = [o.name for o in self.outputs]
+        if len(set(names)) != len(names):
+            raise ValueError("output names must be unique")
+        return self
+
+    @property
+    def ref(self) -> str:
+        """``name:version``, the way the CLI and results name a model."""
+        return f"{self.name}:{self.version}"
+
+    def unsigned_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude_none=True)
+        data.pop("signature", None)
+        return data
+
+
+def canonical_bytes(manifest: Manifest) -> bytes:
+    """The exact bytes a signature covers: the manifest without ``signature`` as canonical JSON.
+
+    Canonical means keys sorted, no insignificant whitespace, UTF-8. The file hashes are inside, so
+    the signature covers every file of the package.
+    """
+    return json.dumps(
+        manifest.unsigned_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One readable message naming the file and each offending field."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"{source}: " + "; ".join(parts)
+
+
+def parse_manifest(data: object, source: str) -> Manifest:
+    """Validate an already-loaded manifest mapping; errors name ``source`` and the field."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise ManifestError(format_validation_error(exc, source)) from None
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read and validate ``manifest.yaml`` at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no manifest.yaml (is this a model package?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read manifest: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+    return parse_manifest(data, str(path))

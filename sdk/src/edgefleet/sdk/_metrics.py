@@ -1,0 +1,227 @@
+"""Pipeline metrics: latency windows, rates, counters, and the immutable snapshots the API returns."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CopyCounter",
+    "LatencyWindow",
+    "PipelineStats",
+    "RateMeter",
+    "StageMetrics",
+    "StageStats",
+    "StreamMetrics",
+    "StreamStats",
+]
+
+
+class LatencyWindow:
+    """The most recent ``size`` samples (milliseconds), for percentiles. Thread-safe."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._buf = np.zeros(size, dtype=np.float64)
+        self._size = size
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def add(self, ms: float) -> None:
+        with self._lock:
+            self._buf[self._n % self._size] = ms
+            self._n += 1
+
+    @property
+    def count(self) -> int:
+        return self._n
+
+    def percentiles(self, qs: tuple[float, ...] = (50.0, 95.0, 99.0)) -> tuple[float, ...]:
+        with self._lock:
+            n = min(self._n, self._size)
+            if n == 0:
+                return tuple(0.0 for _ in qs)
+            data = self._buf[:n].copy()
+        return tuple(float(v) for v in np.percentile(data, qs))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._n = 0
+
+
+class RateMeter:
+    """Events per second over a sliding window (default 5 s) plus a lifetime total."""
+
+    def __init__(self, window_s: float = 5.0) -> None:
+        self._window = window_s
+        self._events: deque[tuple[float, int]] = deque()
+        self._lock = threading.Lock()
+        self.total = 0
+        self.started = time.monotonic()
+
+    def add(self, n: int = 1) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.total += n
+            self._events.append((now, n))
+            self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self._events and now - self._events[0][0] > self._window:
+            self._events.popleft()
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            self._trim(now)
+            count = sum(n for _, n in self._events)
+        span = min(self._window, now - self.started)
+        return count / span if span > 1e-3 else 0.0
+
+
+class CopyCounter:
+    """Counts copies of frame pixel data, by direction, with bytes. Thread-safe.
+
+    A "copy" is a pixel-preserving transfer of a whole frame (host→host, host→device, device→host);
+    resizing into the model input is a transform, not a copy, and is not counted.
+    """
+
+    KINDS = ("host_to_host", "host_to_device", "device_to_host", "device_to_device")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(self.KINDS, 0)
+        self._bytes = dict.fromkeys(self.KINDS, 0)
+
+    def add(self, kind: str, nbytes: int) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+            self._bytes[kind] += nbytes
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {"counts": dict(self._counts), "bytes": dict(self._bytes)}
+
+
+class StageMetrics:
+    """Latency of one stage (per item it processes) and how many items it processed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latency = LatencyWindow()
+        self.items = RateMeter()
+
+    def record(self, seconds: float, items: int = 1) -> None:
+        self.latency.add(seconds * 1000.0)
+        self.items.add(items)
+
+    def snapshot(self) -> StageStats:
+        p50, p95, p99 = self.latency.percentiles()
+        return StageStats(self.name, self.items.total, self.items.rate(), p50, p95, p99)
+
+
+class StreamMetrics:
+    """Per-stream counters. Writers: the stream's reader thread and the result stage."""
+
+    def __init__(self, stream_id: str, live: bool) -> None:
+        self.stream_id = stream_id
+        self.live = live
+        self.frames_in = RateMeter()
+        self.results = RateMeter()
+        self.dropped = 0
+        self.reconnects = 0
+        self.outages = 0
+        self.outage_seconds = 0.0
+        self.copies = 0
+        self.latency = LatencyWindow()
+        self.connected = False
+        self.finished = False
+        self.last_error: str | None = None
+        self.model_ref: str | None = None
+
+    def snapshot(self) -> StreamStats:
+        p50, p95, p99 = self.latency.percentiles()
+        return StreamStats(
+            stream_id=self.stream_id,
+            live=self.live,
+            frames_in=self.frames_in.total,
+            results=self.results.total,
+            fps=self.results.rate(),
+            dropped=self.dropped,
+            reconnects=self.reconnects,
+            outages=self.outages,
+            outage_seconds=round(self.outage_seconds, 3),
+            copies=self.copies,
+            latency_p50_ms=p50,
+            latency_p95_ms=p95,
+            latency_p99_ms=p99,
+            connected=self.connected,
+            finished=self.finished,
+            last_error=self.last_error,
+            model=self.model_ref,
+        )
+
+
+@dataclass(frozen=True)
+class StageStats:
+    name: str
+    items: int
+    rate: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    stream_id: str
+    live: bool
+    frames_in: int
+    results: int
+    fps: float
+    dropped: int
+    reconnects: int
+    outages: int
+    outage_seconds: float
+    copies: int
+    latency_p50_ms: float
+    latency_p95_ms: float
+    latency_p99_ms: float
+    connected: bool
+    finished: bool
+    last_error: str | None
+    model: str | None
+
+
+@dataclass(frozen=True)
+class PipelineStats:
+    """A point-in-time view of a running pipeline (``Pipeline.stats()``)."""
+
+    elapsed_s: float
+    frames_in: int
+    results: int
+    fps: float
+    dropped: int
+    streams: dict[str, StreamStats]
+    stages: dict[str, StageStats]
+    queues: dict[str, int]
+    copies: dict[str, dict[str, int]]
+    copies_per_frame: float
+    batches: int
+    mean_batch: float
+    model: str | None
+    detections_by_label: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)

@@ -1,0 +1,223 @@
+"""A model version ready to serve: package + loaded backend + preprocessor + decoder + input buffers.
+
+The pipeline holds its models through a :class:`ModelSlot`: each batch leases the current model at the
+batch boundary and returns the lease when its results are out, so a new version can be swapped in
+between two batches and the old one is closed only after its last batch returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+
+from ._backends import Backend, InputBuffer, create_backend
+from ._config import OnnxRuntimeConfig, TensorRTConfig
+from ._decoders import DecodeContext, Decoder, build_decoder
+from ._errors import EdgefleetError, ModelMismatchError
+from ._manifest import Manifest
+from ._package import ModelPackage
+from ._preprocess import Preprocessor, make_preprocessor
+
+__all__ = ["LoadedModel", "ModelLease", "ModelSlot", "check_io", "load_model"]
+
+_log = logging.getLogger(__name__)
+
+
+def _dims_agree(declared: tuple[int, ...], real: tuple[int, ...]) -> bool:
+    if len(declared) != len(real):
+        return False
+    return all(d == -1 or r == -1 or d == r for d, r in zip(declared, real, strict=True))
+
+
+def check_io(manifest: Manifest, backend: Backend, source: str) -> None:
+    """Refuse a model whose real tensors contradict its manifest, naming both sides."""
+    spec = manifest.input
+    real_in = backend.inputs[0]
+    if real_in.name != spec.name:
+        raise ModelMismatchError(
+            f"{source}: manifest input is {spec.name!r}, the model's is {real_in.name!r}"
+        )
+    if not _dims_agree(spec.shape, real_in.shape):
+        raise ModelMismatchError(
+            f"{source}: manifest input {spec.name} has shape {list(spec.shape)}, the model's is {list(real_in.shape)}"
+        )
+    if real_in.dtype != spec.dtype:
+        raise ModelMismatchError(
+            f"{source}: manifest input dtype is {spec.dtype}, the model's is {real_in.dtype}"
+        )
+    real_out = {o.name: o for o in backend.outputs}
+    for out in manifest.outputs:
+        r = real_out.get(out.name)
+        if r is None:
+            raise ModelMismatchError(
+                f"{source}: manifest output {out.name!r} is not a model output (the model has {sorted(real_out)})"
+            )
+        if not _dims_agree(out.shape, r.shape):
+            raise ModelMismatchError(
+                f"{source}: manifest output {out.name} has shape {list(out.shape)}, the model's is {list(r.shape)}"
+            )
+
+
+@dataclass
+class LoadedModel:
+    package: ModelPackage
+    backend: Backend
+    preprocess: Preprocessor
+    decoder: Decoder
+    max_batch: int
+    buffers: queue.Queue[InputBuffer]
+    warmup_ms: float = 0.0
+
+    @property
+    def ref(self) -> str:
+        return self.package.ref
+
+    @property
+    def name(self) -> str:
+        return self.package.name
+
+    @property
+    def version(self) -> str:
+        return self.package.version
+
+    def acquire_buffer(self, timeout: float) -> InputBuffer | None:
+        try:
+            return self.buffers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def release_buffer(self, buffer: InputBuffer) -> None:
+        self.buffers.put_nowait(buffer)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def load_model(
+    package: ModelPackage,
+    backend_config: OnnxRuntimeConfig | TensorRTConfig | None = None,
+    *,
+    device: str = "cpu",
+    max_batch: int = 1,
+    overrides: dict[str, float] | None = None,
+    buffers: int = 3,
+    warmup: bool = True,
+) -> LoadedModel:
+    """Load, check against the manifest, build the decoder and preallocate input buffers."""
+    manifest = package.manifest
+    backend = create_backend(backend_config or OnnxRuntimeConfig(), device)
+    try:
+        backend.load(package.model_path)
+        check_io(manifest, backend, str(package.root))
+        fixed = backend.fixed_batch or manifest.input.fixed_batch
+        batch = max_batch
+        if fixed is not None and fixed != max_batch:
+            if max_batch > fixed:
+                _log.warning(
+                    "%s takes batch %d; max batch %d lowered to %d", package.ref, fixed, max_batch, fixed
+                )
+            batch = min(max_batch, fixed)
+        decoder = build_decoder(
+            DecodeContext(
+                params=manifest.decoder.params(),
+                manifest=manifest,
+                labels=package.labels,
+                output_names=tuple(o.name for o in backend.outputs),
+                overrides=dict(overrides or {}),
+            )
+        )
+        pool: queue.Queue[InputBuffer] = queue.Queue()
+        allocated = [backend.allocate_input(batch) for _ in range(max(2, buffers))]
+        for buf in allocated:
+            pool.put_nowait(buf)
+        preprocess = make_preprocessor(manifest.input, allocated[0].device)
+        model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
+        if warmup:
+            buf = pool.get_nowait()
+            try:
+                model.warmup_ms = backend.warmup(buf, min(batch, buf.capacity))
+            finally:
+                pool.put_nowait(buf)
+        return model
+    except BaseException:
+        backend.close()
+        raise
+
+
+class ModelLease:
+    """A reference to the model a batch was bound to; release exactly once."""
+
+    __slots__ = ("_released", "_slot", "model")
+
+    def __init__(self, slot: ModelSlot, model: LoadedModel) -> None:
+        self._slot, self.model, self._released = slot, model, False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._slot._release(self.model)
+
+
+class ModelSlot:
+    """Holds the serving model; swaps atomically at a batch boundary; closes an old version when its last
+    leased batch has returned."""
+
+    def __init__(self, model: LoadedModel) -> None:
+        self._lock = threading.Condition()
+        self._current = model
+        self._leases: dict[int, int] = {id(model): 0}
+        self._retired: dict[int, LoadedModel] = {}
+
+    @property
+    def current(self) -> LoadedModel:
+        with self._lock:
+            return self._current
+
+    def lease(self) -> ModelLease:
+        with self._lock:
+            model = self._current
+            self._leases[id(model)] = self._leases.get(id(model), 0) + 1
+            return ModelLease(self, model)
+
+    def _release(self, model: LoadedModel) -> None:
+        with self._lock:
+            n = self._leases[id(model)] - 1
+            self._leases[id(model)] = n
+            if n == 0 and id(model) in self._retired:
+                del self._retired[id(model)], self._leases[id(model)]
+                model.close()
+                _log.info("released %s", model.ref)
+            self._lock.notify_all()
+
+    def swap(self, model: LoadedModel, *, close_old: bool = True) -> LoadedModel:
+        """Make ``model`` current for every batch formed from now on; returns the previous model.
+
+        With ``close_old`` the previous model is closed once its in-flight batches return (otherwise the
+        caller keeps it, e.g. for an instant rollback)."""
+        with self._lock:
+            old = self._current
+            self._current = model
+            self._leases.setdefault(id(model), 0)
+            if close_old and old is not model:
+                if self._leases.get(id(old), 0) == 0:
+                    self._leases.pop(id(old), None)
+                    old.close()
+                else:
+                    self._retired[id(old)] = old
+            return old
+
+    def in_flight(self, model: LoadedModel) -> int:
+        with self._lock:
+            return self._leases.get(id(model), 0)
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._lock.wait_for(lambda: all(v == 0 for v in self._leases.values()), timeout)
+            for m in [self._current, *self._retired.values()]:
+                try:
+                    m.close()
+                except EdgefleetError:
+                    _log.exception("closing %s", m.ref)
+            self._retired.clear()

@@ -1,0 +1,162 @@
+"""Loading a model package from disk and checking every file against its manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._errors import IntegrityError, ManifestError, SignatureError
+from ._manifest import Manifest, read_manifest
+from ._signing import PublicKey, verify_manifest
+
+__all__ = ["ModelPackage", "file_sha256", "load_package"]
+
+_log = logging.getLogger(__name__)
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelPackage:
+    """A model package whose files were checked against its manifest.
+
+    Example::
+
+        pkg = load_package("models/nanodet-m")
+        print(pkg.ref, pkg.manifest.task, len(pkg.labels))
+    """
+
+    root: Path
+    manifest: Manifest
+    labels: tuple[str, ...] = field(default=())
+    signed_by: str | None = None
+
+    @property
+    def ref(self) -> str:
+        return self.manifest.ref
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def version(self) -> str:
+        return self.manifest.version
+
+    @property
+    def model_path(self) -> Path:
+        return self.root / self.manifest.model
+
+    def path_of(self, relative: str) -> Path:
+        return self.root / relative
+
+
+def _inside(root: Path, rel: str) -> Path:
+    path = root / rel
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise IntegrityError(f"{root}: {rel} resolves outside the package")
+    return path
+
+
+def verify_files(root: Path, manifest: Manifest) -> None:
+    """Check that each listed file exists, is a regular file inside ``root`` and has the listed size and sha256."""
+    for rel, entry in sorted(manifest.files.items()):
+        path = _inside(root, rel)
+        if path.is_symlink():
+            raise IntegrityError(f"{root}: {rel} is a symbolic link; packages hold regular files only")
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise IntegrityError(f"{root}: {rel} is listed in the manifest but missing") from None
+        if not path.is_file():
+            raise IntegrityError(f"{root}: {rel} is not a regular file")
+        if size != entry.size:
+            raise IntegrityError(
+                f"{root}: {rel} has {size} bytes, the manifest says {entry.size} (truncated or replaced?)"
+            )
+        digest = file_sha256(path)
+        if digest != entry.sha256:
+            raise IntegrityError(
+                f"{root}: {rel} sha256 is {digest[:16]}…, the manifest says {entry.sha256[:16]}… (corrupt?)"
+            )
+
+
+def _read_labels(root: Path, manifest: Manifest) -> tuple[str, ...]:
+    if manifest.labels is None:
+        return ()
+    if isinstance(manifest.labels, tuple):
+        return manifest.labels
+    text = (root / manifest.labels).read_text(encoding="utf-8")
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _unpack_tar(archive: Path, into: Path) -> Path:
+    """Unpack a package tar into ``into``; refuses links, devices and paths leaving the folder."""
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            for m in members:
+                if not (m.isfile() or m.isdir()):
+                    raise IntegrityError(f"{archive}: {m.name} is not a regular file or folder")
+            tar.extractall(into, filter="data")
+    except tarfile.TarError as exc:
+        raise IntegrityError(f"{archive}: not a readable tar archive: {exc}") from None
+    candidates = [p.parent for p in into.rglob("manifest.yaml")]
+    if len(candidates) != 1:
+        raise ManifestError(
+            f"{archive}: expected exactly one manifest.yaml in the archive, found {len(candidates)}"
+        )
+    return candidates[0]
+
+
+def load_package(
+    path: str | os.PathLike[str],
+    *,
+    verify: bool = True,
+    trusted_keys: Mapping[str, PublicKey] | None = None,
+    require_signature: bool = False,
+    unpack_dir: str | os.PathLike[str] | None = None,
+) -> ModelPackage:
+    """Load a model package directory (or ``.tar``/``.tar.gz``) and check it.
+
+    ``verify`` checks every file's size and sha256. With ``trusted_keys`` the signature must verify
+    against one of them; ``require_signature`` refuses unsigned packages.
+
+    Raises :class:`ManifestError`, :class:`IntegrityError` or :class:`SignatureError` with a message that
+    names the package and the offending file or field.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise ManifestError(f"{root}: no such model package")
+    if root.is_file():
+        if not tarfile.is_tarfile(root):
+            raise ManifestError(f"{root}: a model package is a folder with manifest.yaml, or a tar of one")
+        dest = Path(unpack_dir) if unpack_dir else Path(tempfile.mkdtemp(prefix="edgefleet-pkg-"))
+        root = _unpack_tar(root, dest)
+    manifest = read_manifest(root / "manifest.yaml")
+    if verify:
+        verify_files(root, manifest)
+    signed_by = None
+    if manifest.signature is None:
+        if require_signature:
+            raise SignatureError(f"{root}: package {manifest.ref} is not signed")
+    elif trusted_keys is not None:
+        signed_by = verify_manifest(manifest, trusted_keys, source=str(root))
+    labels = _read_labels(root, manifest)
+    _log.debug("loaded package %s from %s", manifest.ref, root)
+    return ModelPackage(root=root, manifest=manifest, labels=labels, signed_by=signed_by)

@@ -1,0 +1,196 @@
+"""Built-in sinks: JSON lines, annotated H.264 video, and a Python callback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .._errors import SinkError
+from .._frames import Frame
+from .._results import Result
+from ._base import Sink
+
+__all__ = ["CallbackSink", "JsonlSink", "VideoSink", "draw_result"]
+
+_log = logging.getLogger(__name__)
+
+
+class CallbackSink(Sink):
+    """Calls ``fn(result)`` for every result (the SDK's callback form)."""
+
+    def __init__(self, fn: Callable[[Result], Any]) -> None:
+        self.fn = fn
+
+    def write(self, result: Result, frame: Frame) -> None:
+        self.fn(result)
+
+
+class JsonlSink(Sink):
+    """One JSON object per result per line (``Result.to_dict()``), flushed every ``flush_every`` lines."""
+
+    def __init__(self, path: str | Path, flush_every: int = 64) -> None:
+        self.path = Path(path)
+        self.flush_every = flush_every
+        self._f: IO[str] | None = None
+        self._n = 0
+
+    def open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = self.path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise SinkError(f"{self.path}: cannot write JSONL: {exc.strerror}") from None
+
+    def write(self, result: Result, frame: Frame) -> None:
+        if self._f is None:
+            raise SinkError(f"{self.path}: the JSONL sink is not open")
+        self._f.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
+        self._n += 1
+        if self._n % self.flush_every == 0:
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+_PALETTE = np.array(
+    [
+        [56, 56, 255],
+        [151, 157, 255],
+        [31, 112, 255],
+        [29, 178, 255],
+        [49, 210, 207],
+        [10, 249, 72],
+        [23, 204, 146],
+        [134, 219, 61],
+        [52, 147, 26],
+        [187, 212, 0],
+        [168, 153, 44],
+        [255, 194, 0],
+        [147, 69, 52],
+        [255, 115, 100],
+        [236, 24, 0],
+        [255, 56, 132],
+        [133, 0, 82],
+        [255, 56, 203],
+        [200, 149, 255],
+        [199, 55, 255],
+    ]
+)
+
+
+def draw_result(image: np.ndarray, result: Result) -> None:
+    """Draw boxes, labels and the model version onto a BGR image, in place."""
+    import cv2
+
+    for det in result.detections:
+        colour = tuple(int(c) for c in _PALETTE[det.class_id % len(_PALETTE)])
+        x1, y1, x2, y2 = (round(v) for v in det.box)
+        cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
+        text = f"{det.label} {det.score:.2f}"
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
+        ty = max(y1, th + 4)
+        cv2.rectangle(image, (x1, ty - th - 4), (x1 + tw + 4, ty), colour, -1)
+        cv2.putText(
+            image, text, (x1 + 2, ty - 3), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA
+        )
+    for i, cls in enumerate(result.classifications[:5]):
+        cv2.putText(
+            image,
+            f"{cls.label} {cls.score:.2f}",
+            (10, 50 + 22 * i),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.6,
+            (0, 255, 255),
+            2,
+            cv2.LINE_AA,
+        )
+    banner = f"{result.stream_id} #{result.sequence} {result.model}:{result.model_version}"
+    cv2.putText(image, banner, (10, 22), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 0, 0), 3, cv2.LINE_AA)
+    cv2.putText(image, banner, (10, 22), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (255, 255, 255), 1, cv2.LINE_AA)
+
+
+class _Encoder:
+    """One H.264 stream in an MP4 file (PyAV's libx264)."""
+
+    def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
+        import av
+
+        self.path = path
+        try:
+            self.container = av.open(str(path), mode="w")
+        except Exception as exc:
+            raise SinkError(f"{path}: cannot create video: {exc}") from None
+        self.stream = self.container.add_stream("libx264", rate=max(1, round(fps)))
+        self.stream.width = width - width % 2
+        self.stream.height = height - height % 2
+        self.stream.pix_fmt = "yuv420p"
+        self.stream.options = {"preset": "veryfast", "crf": "23"}
+        self._av = av
+
+    def encode(self, image: np.ndarray) -> None:
+        h, w = self.stream.height, self.stream.width
+        frame = self._av.VideoFrame.from_ndarray(image[:h, :w], format="bgr24")
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+
+    def close(self) -> None:
+        for packet in self.stream.encode():
+            self.container.mux(packet)
+        self.container.close()
+
+
+class VideoSink(Sink):
+    """Annotated H.264 MP4. With several streams, one file per stream: ``out.mp4`` → ``out-<stream>.mp4``.
+
+    Draws into the frame's slot in place (the frame is done with by then), so no pixel copy is made.
+    """
+
+    needs_pixels = True
+
+    def __init__(self, path: str | Path, fps: float | None = None, multi_stream: bool = False) -> None:
+        self.path = Path(path)
+        self.fps = fps
+        self.multi_stream = multi_stream
+        self._encoders: dict[str, _Encoder] = {}
+        self._lock = threading.Lock()
+        self.paths: dict[str, Path] = {}
+
+    def open(self) -> None:
+        try:
+            import av  # noqa: F401
+        except ImportError as exc:
+            raise SinkError("the video sink needs PyAV: pip install 'edgefleet-sdk[video]'") from exc
+        if not self.path.parent.exists():
+            raise SinkError(f"{self.path}: folder {self.path.parent} does not exist")
+
+    def _path_for(self, stream_id: str) -> Path:
+        if not self.multi_stream:
+            return self.path
+        return self.path.with_name(f"{self.path.stem}-{stream_id}{self.path.suffix or '.mp4'}")
+
+    def write(self, result: Result, frame: Frame) -> None:
+        enc = self._encoders.get(result.stream_id)
+        if enc is None:
+            path = self._path_for(result.stream_id)
+            fps = self.fps or (self.stream_fps(result.stream_id) if self.stream_fps else None) or 25.0
+            enc = self._encoders[result.stream_id] = _Encoder(path, frame.width, frame.height, fps)
+            self.paths[result.stream_id] = path
+        draw_result(frame.image, result)
+        enc.encode(frame.image)
+
+    def close(self) -> None:
+        for enc in self._encoders.values():
+            try:
+                enc.close()
+            except Exception:
+                _log.exception("closing %s", enc.path)
+        self._encoders.clear()

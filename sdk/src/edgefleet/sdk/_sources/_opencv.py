@@ -1,0 +1,129 @@
+"""Video files, RTSP/HTTP streams and USB/V4L2 cameras through OpenCV's FFmpeg and V4L2 back ends."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from .._errors import SourceError
+from .._redact import redact, redact_uri
+from ._base import Source, SourceDisconnected, SourceSpec
+
+__all__ = ["OpenCVSource"]
+
+_log = logging.getLogger(__name__)
+_DEV_RE = re.compile(r"^(?:/dev/video|usb:|v4l2:)(\d+)$")
+
+
+def _cv2() -> Any:
+    try:
+        import cv2
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise SourceError("video sources need OpenCV: pip install 'edgefleet-sdk[cpu]' (or [video])") from exc
+    # OpenCV's own log lines can carry a camera URL with its password; keep them to errors only.
+    cv2.setLogLevel(2)
+    return cv2
+
+
+class OpenCVSource(Source):
+    """``kind`` is ``file``, ``network`` (RTSP/HTTP) or ``usb``.
+
+    Network streams open with FFmpeg open/read timeouts (``timeout_ms`` option, default 5000) so a
+    vanished camera is noticed instead of blocking forever; RTSP uses TCP unless ``transport=udp``.
+    """
+
+    def __init__(self, spec: SourceSpec) -> None:
+        super().__init__(spec)
+        self._cap: Any = None
+        self._shape: tuple[int, int] | None = None
+
+    def _open_capture(self) -> Any:
+        cv2 = _cv2()
+        spec = self.spec
+        if spec.kind == "file":
+            if not os.path.isfile(spec.uri):
+                raise SourceError(f"{spec.uri}: no such video file")
+            return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG)
+        if spec.kind == "usb":
+            m = _DEV_RE.match(spec.uri)
+            if m is None:
+                raise SourceError(f"{spec.uri}: not a camera device (expected /dev/videoN or usb:N)")
+            index = int(m.group(1))
+            if spec.uri.startswith("/dev/") and not os.path.exists(spec.uri):
+                raise SourceError(f"{spec.uri}: no such camera device")
+            cap = cv2.VideoCapture(index, cv2.CAP_V4L2)
+            for prop, key in (
+                (cv2.CAP_PROP_FRAME_WIDTH, "width"),
+                (cv2.CAP_PROP_FRAME_HEIGHT, "height"),
+                (cv2.CAP_PROP_FPS, "fps"),
+            ):
+                if key in spec.options:
+                    cap.set(prop, float(spec.options[key]))
+            return cap
+        # network
+        timeout = int(spec.options.get("timeout_ms", "5000"))
+        transport = spec.options.get("transport", "tcp")
+        if spec.uri.startswith(("rtsp://", "rtsps://")):
+            # Read once by OpenCV when a capture opens; options apply to every FFmpeg capture in the process.
+            os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = f"rtsp_transport;{transport}"
+        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, timeout, cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout]
+        return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG, params)
+
+    def open(self) -> None:
+        cv2 = _cv2()
+        try:
+            cap = self._open_capture()
+        except cv2.error as exc:
+            raise SourceError(f"{redact_uri(self.spec.uri)}: cannot open: {redact(str(exc))}") from None
+        if not cap.isOpened():
+            cap.release()
+            what = {
+                "file": "not a readable video file",
+                "usb": "camera cannot be opened",
+                "network": "stream cannot be opened (unreachable, refused or wrong credentials)",
+            }
+            raise SourceError(f"{redact_uri(self.spec.uri)}: {what[self.spec.kind]}")
+        self._cap = cap
+        w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+        h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        self._shape = (h, w) if w > 0 and h > 0 else None
+
+    def frame_shape(self) -> tuple[int, int] | None:
+        return self._shape
+
+    def nominal_fps(self) -> float | None:
+        if self._cap is None:
+            return None
+        fps = float(self._cap.get(_cv2().CAP_PROP_FPS))
+        return fps if 0 < fps < 1000 else None
+
+    def frame_count(self) -> int | None:
+        if self._cap is None or self.spec.kind != "file":
+            return None
+        n = int(self._cap.get(_cv2().CAP_PROP_FRAME_COUNT))
+        return n if n > 0 else None
+
+    def read(self, out: np.ndarray | None) -> np.ndarray | None:
+        cap = self._cap
+        if cap is None:
+            raise SourceDisconnected("not open")
+        ok, image = cap.read(out) if out is not None else cap.read()
+        if not ok or image is None:
+            if self.spec.live:
+                raise SourceDisconnected("stream ended or stalled")
+            if self.spec.loop:
+                cap.set(_cv2().CAP_PROP_POS_FRAMES, 0)
+                ok, image = cap.read(out) if out is not None else cap.read()
+                if ok and image is not None:
+                    return np.asarray(image)
+            return None
+        return np.asarray(image)
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None

@@ -1,0 +1,260 @@
+"""One thread per source: open, decode into pool slots, pace, reconnect live streams, queue frames."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from .._errors import SourceError
+from .._frames import Allocator, Frame, FramePool, FrameQueue, FrameSlot, host_allocator
+from .._metrics import CopyCounter, StreamMetrics
+from .._redact import redact, redact_uri
+from ._base import Source, SourceDisconnected
+
+__all__ = ["Backoff", "SourceRunner"]
+
+_log = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Exponential backoff with jitter: delay n is uniform in [d/2, d], d = min(cap, base * 2**n)."""
+
+    def __init__(self, base: float = 0.5, cap: float = 10.0, rng: random.Random | None = None) -> None:
+        self.base, self.cap = base, cap
+        self._n = 0
+        self._rng = rng or random.Random()
+
+    def next_delay(self) -> float:
+        d = min(self.cap, self.base * (2**self._n))
+        self._n = min(self._n + 1, 30)
+        return self._rng.uniform(d / 2, d)
+
+    def reset(self) -> None:
+        self._n = 0
+
+
+class SourceRunner:
+    """Reads one source on its own thread into a fixed frame pool and a bounded frame queue.
+
+    Finite sources (files, image folders) block when the queue is full and never drop. Live sources never
+    wait: under pressure the oldest queued frame is dropped and counted, and a broken stream is reopened
+    with jittered backoff while the rest of the pipeline keeps running.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        queue: FrameQueue,
+        metrics: StreamMetrics,
+        copies: CopyCounter,
+        stop: threading.Event,
+        on_error: Callable[[BaseException], None],
+        *,
+        pool_size: int,
+        allocator: Allocator = host_allocator,
+        backoff: Backoff | None = None,
+        max_frames: int | None = None,
+    ) -> None:
+        self.source = source
+        self.queue = queue
+        self.metrics = metrics
+        self.copies = copies
+        self.stop = stop
+        self.on_error = on_error
+        self.pool_size = pool_size
+        self.allocator = allocator
+        self.backoff = backoff or Backoff()
+        self.max_frames = max_frames
+        self.pool: FramePool | None = None
+        self.pool_allocations = 0
+        self.display_uri = redact_uri(source.spec.uri)
+        self._thread = threading.Thread(target=self._run, name=f"source-{source.stream_id}", daemon=True)
+        self._seq = 0
+        self._local_drops = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # --- opening -----------------------------------------------------------------------------------
+    def _open(self) -> bool:
+        """Open the source; live sources retry until ``stop``. Returns False when stopped first."""
+        while not self.stop.is_set():
+            try:
+                self.source.open()
+            except SourceError as exc:
+                if not self.source.live:
+                    raise
+                self.metrics.last_error = redact(str(exc))
+                delay = self.backoff.next_delay()
+                _log.warning(
+                    "%s: %s; retrying in %.1fs", self.source.stream_id, self.metrics.last_error, delay
+                )
+                self.stop.wait(delay)
+                continue
+            self.metrics.connected = True
+            self.backoff.reset()
+            shape = self.source.frame_shape()
+            if shape is not None:
+                self._ensure_pool((shape[0], shape[1], 3))
+            return True
+        return False
+
+    def _ensure_pool(self, shape: tuple[int, int, int]) -> FramePool:
+        if self.pool is None or self.pool.shape != shape:
+            if self.pool is not None:
+                _log.info(
+                    "%s: frame size changed to %sx%s; new frame pool",
+                    self.source.stream_id,
+                    shape[1],
+                    shape[0],
+                )
+            self.pool = FramePool(shape, self.pool_size, self.allocator)
+            self.pool_allocations += 1
+        return self.pool
+
+    # --- the loop ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            if not self._open():
+                return
+            self._loop()
+        except BaseException as exc:  # surfaced to the pipeline, which stops and re-raises
+            self.on_error(exc)
+        finally:
+            try:
+                self.source.close()
+            finally:
+                self.metrics.connected = False
+                self.metrics.finished = True
+                self.queue.finish()
+
+    def _count_drop(self) -> None:
+        self._local_drops += 1
+        self.metrics.dropped = self.queue.dropped + self._local_drops
+
+    def _acquire_slot(self) -> tuple[FrameSlot | None, bool]:
+        """A free slot (None when the pool is not sized yet or, live, exhausted). Second: stopped."""
+        pool = self.pool
+        if pool is None:
+            return None, False
+        if self.source.live:
+            slot = pool.try_acquire()
+            if slot is None and self.queue.drop_oldest():
+                slot = pool.try_acquire()
+            return slot, False
+        while not self.stop.is_set():
+            slot = pool.acquire(0.1)
+            if slot is not None:
+                return slot, False
+        return None, True
+
+    def _loop(self) -> None:
+        spec = self.source.spec
+        fps = self.source.nominal_fps() if spec.realtime else None
+        t0 = time.monotonic()
+        scratch: np.ndarray | None = None
+        while not self.stop.is_set():
+            if self.max_frames is not None and self._seq >= self.max_frames:
+                return
+            if fps:
+                delay = t0 + self._seq / fps - time.monotonic()
+                if delay > 0 and self.stop.wait(delay):
+                    return
+            slot, stopped = self._acquire_slot()
+            if stopped:
+                return
+            target: np.ndarray | None = slot.array if slot is not None else None
+            if target is None and self.pool is not None:
+                # a live source with every slot in flight: keep draining the camera, drop this frame
+                if scratch is None or scratch.shape != self.pool.shape:
+                    scratch = np.empty(self.pool.shape, np.uint8)
+                target = scratch
+            copies_before = self.source.copies
+            try:
+                image = self.source.read(target)
+            except SourceDisconnected as exc:
+                if slot is not None:
+                    slot.release()
+                if not self._reconnect(str(exc)):
+                    return
+                t0 = time.monotonic() - (self._seq / fps if fps else 0.0)
+                continue
+            except BaseException:
+                if slot is not None:
+                    slot.release()
+                raise
+            if image is None:
+                if slot is not None:
+                    slot.release()
+                return
+            captured, timestamp = time.monotonic(), time.time()
+            for _ in range(self.source.copies - copies_before):
+                self.copies.add("host_to_host", image.nbytes)
+                self.metrics.copies += 1
+            seq = self._seq
+            self._seq += 1
+            self.metrics.frames_in.add()
+            if slot is None and target is not None:
+                self._count_drop()  # read into scratch: no slot was free
+                continue
+            if slot is None or image is not slot.array:
+                slot = self._place(image, slot)
+                if slot is None:
+                    self._count_drop()
+                    continue
+            frame = Frame(spec.stream_id, seq, timestamp, captured, slot.array, slot)
+            if not self.queue.put(frame, self.stop):
+                frame.release()
+                return
+            self.metrics.dropped = self.queue.dropped + self._local_drops
+
+    def _place(self, image: np.ndarray, slot: FrameSlot | None) -> FrameSlot | None:
+        """The decoder wrote somewhere else (first frame, size change): copy into a pool slot."""
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise SourceError(
+                f"{self.display_uri}: frames must be 8-bit BGR, got {image.dtype} {image.shape}"
+            )
+        shape = (int(image.shape[0]), int(image.shape[1]), 3)
+        if self.pool is None or self.pool.shape != shape:
+            if slot is not None:
+                slot.release()
+            self._ensure_pool(shape)
+            slot, stopped = self._acquire_slot()
+            if stopped or slot is None:
+                return None
+        elif slot is None:
+            return None
+        np.copyto(slot.array, image)
+        self.copies.add("host_to_host", image.nbytes)
+        self.metrics.copies += 1
+        return slot
+
+    def _reconnect(self, reason: str) -> bool:
+        """Close, then reopen with jittered backoff. Returns False when stopped first."""
+        self.metrics.connected = False
+        self.metrics.outages += 1
+        self.metrics.last_error = redact(reason)
+        started = time.monotonic()
+        _log.warning("%s: stream lost (%s); reconnecting", self.source.stream_id, self.metrics.last_error)
+        self.source.close()
+        delay = self.backoff.next_delay()
+        if self.stop.wait(delay):
+            return False
+        ok = self._open()
+        if ok:
+            self.metrics.reconnects += 1
+            self.metrics.outage_seconds += time.monotonic() - started
+            _log.info("%s: reconnected after %.1fs", self.source.stream_id, time.monotonic() - started)
+        return ok

@@ -1,0 +1,229 @@
+"""Small ONNX models and model packages built in-process for tests (no downloads).
+
+Each model's outputs depend on the input only through its batch size, so decoders can be tested
+against known answers; ``identity`` returns its input so preprocessing can be checked numerically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import yaml
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(graph: onnx.GraphProto, path: Path) -> None:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def constant_head_model(
+    path: Path,
+    const: np.ndarray,
+    *,
+    size: int = 64,
+    input_name: str = "images",
+    output_name: str = "output0",
+    dynamic_batch: bool = True,
+    layout: str = "NCHW",
+) -> None:
+    """Output = const broadcast over the batch: (N, *const.shape[1:]). ``const`` has a leading 1."""
+    batch: Any = "batch" if dynamic_batch else 1
+    shape = [batch, 3, size, size] if layout == "NCHW" else [batch, size, size, 3]
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, shape)
+    out_shape = [batch, *const.shape[1:]]
+    y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, out_shape)
+    rank = len(const.shape)
+    nodes = [
+        helper.make_node("ReduceMean", [input_name], ["m"], axes=[1, 2, 3], keepdims=1),  # (N,1,1,1)
+        helper.make_node("Reshape", ["m", "rshape"], ["m2"]),  # (N, 1, ...)
+        helper.make_node("Mul", ["m2", "zero"], ["z"]),
+        helper.make_node("Add", ["z", "const"], [output_name]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([-1] + [1] * (rank - 1), np.int64), "rshape"),
+        numpy_helper.from_array(np.zeros((1,) * rank, np.float32), "zero"),
+        numpy_helper.from_array(const.astype(np.float32), "const"),
+    ]
+    _save(helper.make_graph(nodes, "const_head", [x], [y], inits), path)
+
+
+def identity_model(
+    path: Path, *, size: int = 32, input_name: str = "images", output_name: str = "out"
+) -> None:
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", 3, size, size])
+    y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["batch", 3, size, size])
+    _save(
+        helper.make_graph([helper.make_node("Identity", [input_name], [output_name])], "identity", [x], [y]),
+        path,
+    )
+
+
+def yolo_const(
+    num_classes: int, boxes: list[tuple[float, float, float, float, int, float]], anchors: int = 16
+) -> np.ndarray:
+    """(1, 4 + C, A) Ultralytics layout with the given (cx, cy, w, h, class, score) in the first anchors."""
+    out = np.zeros((1, 4 + num_classes, anchors), np.float32)
+    for a, (cx, cy, w, h, c, s) in enumerate(boxes):
+        out[0, :4, a] = (cx, cy, w, h)
+        out[0, 4 + c, a] = s
+    return out
+
+
+def write_package(
+    root: Path,
+    *,
+    name: str,
+    version: str,
+    task: str,
+    model_file: str = "model.onnx",
+    input_spec: dict[str, Any],
+    outputs: list[dict[str, Any]],
+    decoder: dict[str, Any],
+    labels: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write manifest.yaml (+ labels.txt) for the files already in ``root``, with real hashes."""
+    if labels is not None:
+        (root / "labels.txt").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    files = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != "manifest.yaml":
+            data = p.read_bytes()
+            files[p.relative_to(root).as_posix()] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+    manifest: dict[str, Any] = {
+        "format": "edgefleet.model/v1",
+        "name": name,
+        "version": version,
+        "task": task,
+        "model": model_file,
+        "input": input_spec,
+        "outputs": outputs,
+        "decoder": decoder,
+        "files": files,
+    }
+    if labels is not None:
+        manifest["labels"] = "labels.txt"
+    manifest.update(extra or {})
+    (root / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return root
+
+
+def yolo_package(
+    root: Path,
+    *,
+    version: str = "1.0.0",
+    name: str = "toy-yolo",
+    size: int = 64,
+    labels: tuple[str, ...] = ("person", "car", "dog"),
+    boxes: list[tuple[float, float, float, float, int, float]] | None = None,
+    dynamic_batch: bool = True,
+    nan: bool = False,
+) -> Path:
+    boxes = (
+        boxes
+        if boxes is not None
+        else [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (10, 10, 8, 8, 1, 0.7)]
+    )
+    const = yolo_const(len(labels), boxes)
+    if nan:
+        const[0, 0, 0] = np.nan
+    root.mkdir(parents=True, exist_ok=True)
+    constant_head_model(root / "model.onnx", const, size=size, dynamic_batch=dynamic_batch)
+    batch = -1 if dynamic_batch else 1
+    return write_package(
+        root,
+        name=name,
+        version=version,
+        task="detection",
+        input_spec={
+            "name": "images",
+            "shape": [batch, 3, size, size],
+            "dtype": "float32",
+            "layout": "NCHW",
+            "color": "RGB",
+            "mean": [0, 0, 0],
+            "std": [255, 255, 255],
+            "resize": "letterbox",
+            "pad_value": 114,
+        },
+        outputs=[{"name": "output0", "shape": [batch, 4 + len(labels), const.shape[2]]}],
+        decoder={"type": "yolo", "score_threshold": 0.25, "iou_threshold": 0.45, "max_detections": 100},
+        labels=list(labels),
+    )
+
+
+def classifier_package(
+    root: Path,
+    *,
+    version: str = "1.0.0",
+    name: str = "toy-cls",
+    size: int = 32,
+    logits: tuple[float, ...] = (0.1, 3.0, 1.0, -2.0),
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    const = np.array([logits], np.float32)
+    constant_head_model(root / "model.onnx", const, size=size, input_name="input", output_name="logits")
+    labels = [f"class{i}" for i in range(len(logits))]
+    return write_package(
+        root,
+        name=name,
+        version=version,
+        task="classification",
+        input_spec={
+            "name": "input",
+            "shape": [-1, 3, size, size],
+            "dtype": "float32",
+            "layout": "NCHW",
+            "color": "RGB",
+            "mean": [127, 127, 127],
+            "std": [128, 128, 128],
+            "resize": "stretch",
+        },
+        outputs=[{"name": "logits", "shape": [-1, len(logits)]}],
+        decoder={"type": "classification", "top_k": 3, "softmax": True},
+        labels=labels,
+    )
+
+
+def identity_package(
+    root: Path,
+    *,
+    size: int = 32,
+    resize: str = "letterbox",
+    color: str = "RGB",
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    pad_value: float = 0.0,
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    identity_model(root / "model.onnx", size=size)
+    return write_package(
+        root,
+        name="identity",
+        version="1.0.0",
+        task="raw",
+        input_spec={
+            "name": "images",
+            "shape": [-1, 3, size, size],
+            "dtype": "float32",
+            "layout": "NCHW",
+            "color": color,
+            "mean": list(mean),
+            "std": list(std),
+            "resize": resize,
+            "pad_value": pad_value,
+        },
+        outputs=[{"name": "out", "shape": [-1, 3, size, size]}],
+        decoder={"type": "raw"},
+    )

@@ -42,6 +42,7 @@ from ._results import Classification, Detection, Result
 from ._signing import generate_signing_key, load_private_key, load_public_key, sign_manifest
 from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
 from ._sources import parse_source
+from ._swap import SwapEvent, SwapReport
 
 __version__ = "0.1.0"
 
@@ -81,6 +82,8 @@ __all__ = [
     "SourceError",
     "StageStats",
     "StreamStats",
+    "SwapEvent",
+    "SwapReport",
     "TensorRTConfig",
     "TensorSpec",
     "Transform",

@@ -111,6 +111,7 @@ def load_model(
     try:
         backend.load(package.model_path)
         check_io(manifest, backend, str(package.root))
+        backend.declare_input_shape(manifest.input.shape)
         fixed = backend.fixed_batch or manifest.input.fixed_batch
         batch = max_batch
         if fixed is not None and fixed != max_batch:
@@ -207,6 +208,19 @@ class ModelSlot:
                 else:
                     self._retired[id(old)] = old
             return old
+
+    def retire(self, model: LoadedModel) -> None:
+        """Close a model that is no longer current once its in-flight batches return."""
+        with self._lock:
+            if model is self._current:
+                return
+            if self._leases.get(id(model), 0) == 0:
+                self._leases.pop(id(model), None)
+                self._retired.pop(id(model), None)
+                model.close()
+                _log.info("released %s", model.ref)
+            else:
+                self._retired[id(model)] = model
 
     def in_flight(self, model: LoadedModel) -> int:
         with self._lock:

@@ -38,6 +38,7 @@ from ._results import Result
 from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
 from ._sources import SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
+from ._swap import SwapEvent, SwapReport, Swapper
 
 __all__ = ["Pipeline"]
 
@@ -120,7 +121,7 @@ class Pipeline:
         self._backend_cfg = self.config.backend
         self._max_batch = max_batch
         self._batch_timeout = batch_timeout_ms / 1000.0
-        self._overrides = {
+        self.overrides = {
             k: v
             for k, v in (("score_threshold", score_threshold), ("iou_threshold", iou_threshold))
             if v is not None
@@ -149,6 +150,7 @@ class Pipeline:
         self._started: float | None = None
         self._finished_at: float | None = None
         self._state = "created"
+        self._swapper = Swapper(self)
 
     @classmethod
     def from_config(
@@ -191,6 +193,10 @@ class Pipeline:
         return self._slot
 
     @property
+    def specs(self) -> list[SourceSpec]:
+        return list(self._specs)
+
+    @property
     def stream_ids(self) -> list[str]:
         return [s.stream_id for s in self._specs]
 
@@ -210,7 +216,7 @@ class Pipeline:
                 self._backend_cfg,
                 device=self._device,
                 max_batch=self._max_batch,
-                overrides=self._overrides,
+                overrides=self.overrides,
             )
             stack.callback(model.close)
             self._slot = ModelSlot(model)
@@ -336,6 +342,7 @@ class Pipeline:
             r.join(5.0)
         for t in self._threads:
             t.join(5.0)
+        self._swapper.close()
         if self._slot is not None:
             self._slot.close()
         self._state = "closed"
@@ -392,11 +399,13 @@ class Pipeline:
         slot = self.slot
         try:
             while True:
-                model = slot.current
-                frames = self._batcher.next_batch(model.max_batch, self._abort)
+                # Lease first: the batch is bound to the model serving now, and its size limit with it.
+                lease = slot.lease()
+                frames = self._batcher.next_batch(lease.model.max_batch, self._abort)
                 if frames is None:
+                    lease.release()
                     return
-                batch = self._form(frames)
+                batch = self._form(frames, lease)
                 if batch is None:
                     return
                 if not self._put(self._q_infer, batch):
@@ -405,8 +414,7 @@ class Pipeline:
         finally:
             self._put(self._q_infer, _END)
 
-    def _form(self, frames: list[Frame]) -> _Batch | None:
-        lease = self.slot.lease()
+    def _form(self, frames: list[Frame], lease: ModelLease) -> _Batch | None:
         model = lease.model
         buffer = None
         while buffer is None:
@@ -421,6 +429,8 @@ class Pipeline:
         queue_stage = self._stages["queue"]
         for f in frames:
             queue_stage.record(formed - f.captured)
+            if self._swapper.sampling:
+                self._swapper.offer_sample(f.image)
         t0 = time.perf_counter()
         try:
             for i, f in enumerate(frames):
@@ -430,7 +440,7 @@ class Pipeline:
             self._discard(batch)
             raise
         self._stages["preprocess"].record(time.perf_counter() - t0, len(frames))
-        if not self._hold_pixels:
+        if not (self._hold_pixels or self._swapper.holding_pixels()):
             for f in frames:
                 f.release()  # pixels are in the input buffer now; the slot can take the next frame
         self._batches += 1
@@ -452,21 +462,55 @@ class Pipeline:
                 if batch is _END:
                     return
                 t0 = time.perf_counter()
+                failure: str | None = None
                 try:
                     batch.outputs = batch.model.backend.infer(batch.buffer, len(batch.frames))
-                except BaseException:
-                    self._discard(batch)
-                    raise
+                except Exception as exc:
+                    if not self._swapper.watching(batch.model):
+                        self._discard(batch)
+                        raise
+                    failure = self._swapper.fail(batch.model, f"inference failed: {exc}")
                 finally:
                     if batch.buffer is not None:
                         batch.model.release_buffer(batch.buffer)
                         batch.buffer = None
-                self._stages["infer"].record(time.perf_counter() - t0, len(batch.frames))
+                elapsed = time.perf_counter() - t0
+                if failure is None and self._swapper.watching(batch.model):
+                    failure = self._swapper.check_batch(batch.model, batch.outputs, elapsed * 1000.0)
+                if failure is not None and not self._reprocess(batch):
+                    self._discard(batch)
+                    return
+                self._stages["infer"].record(elapsed, len(batch.frames))
                 if not self._put(self._q_post, batch):
                     self._discard(batch)
                     return
         finally:
             self._put(self._q_post, _END)
+
+    def _reprocess(self, batch: _Batch) -> bool:
+        """Re-run a batch the new model failed on with the version now serving (after the rollback),
+        so its frames still get exactly one result each. Runs on the infer thread."""
+        from ._preprocess import make_preprocessor
+
+        lease = self.slot.lease()
+        model = lease.model
+        buffer = None
+        while buffer is None:
+            if self._abort.is_set():
+                lease.release()
+                return False
+            buffer = model.acquire_buffer(0.1)
+        try:
+            # A private preprocessor: the batch thread is using the serving model's own at the same time.
+            pre = make_preprocessor(model.package.manifest.input, buffer.device)
+            batch.transforms = [pre(f.image, buffer, i) for i, f in enumerate(batch.frames)]
+            pre.finish(buffer, len(batch.frames))
+            batch.outputs = model.backend.infer(buffer, len(batch.frames))
+        finally:
+            model.release_buffer(buffer)
+        batch.lease.release()
+        batch.lease = lease
+        return True
 
     def _post_loop(self) -> None:
         try:
@@ -526,6 +570,43 @@ class Pipeline:
             if self._yield and not self._put(self._results, result):
                 return
         self._stages["sinks"].record(time.perf_counter() - t1, len(batch.frames))
+
+    # --- hot swap ----------------------------------------------------------------------------------
+    def swap_model(
+        self,
+        package: str | os.PathLike[str] | ModelPackage,
+        *,
+        health_window_s: float = 30.0,
+        latency_budget_ms: float | None = None,
+        warmup_frames: int = 4,
+        sample_timeout_s: float = 2.0,
+        progress: Callable[[SwapEvent], None] | None = None,
+    ) -> SwapReport:
+        """Hot-swap the serving model without dropping a frame (see ``edgefleet.sdk._swap``).
+
+        A refused model is not an exception: ``report.ok`` is False, ``report.error`` says why and the
+        current version keeps serving. During ``health_window_s`` the previous version stays loaded and a
+        failing batch rolls back automatically; :meth:`rollback` does it on demand.
+
+        Example::
+
+            report = pipeline.swap_model("models/nanodet-m-v2")
+            print(report.ok, report.old_ref, "->", report.new_ref, report.error)
+        """
+        if self._state != "running":
+            raise PipelineError(f"cannot swap the model of a pipeline that is {self._state}")
+        if not isinstance(package, ModelPackage):
+            package = load_package(package)
+        return self._swapper.swap(package, health_window_s=health_window_s, latency_budget_ms=latency_budget_ms,
+                                  warmup_frames=warmup_frames, sample_timeout_s=sample_timeout_s, progress=progress)
+
+    def rollback(self, reason: str = "requested") -> SwapReport:
+        """Return to the previous version while it is still kept (during the health window)."""
+        return self._swapper.rollback(reason)
+
+    @property
+    def swap_history(self) -> list[SwapEvent]:
+        return list(self._swapper.history)
 
     # --- observation -------------------------------------------------------------------------------
     def stats(self) -> PipelineStats:

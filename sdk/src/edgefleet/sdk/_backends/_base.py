@@ -51,6 +51,16 @@ class Backend(ABC):
         self.device = device
         self.inputs: tuple[TensorSpec, ...] = ()
         self.outputs: tuple[TensorSpec, ...] = ()
+        #: the input shape buffers are allocated with: the model's, with dynamic non-batch dimensions
+        #: fixed by the manifest (see :meth:`declare_input_shape`)
+        self.input_shape: tuple[int, ...] | None = None
+
+    def declare_input_shape(self, declared: tuple[int, ...]) -> None:
+        """Fix the model's dynamic non-batch input dimensions from the manifest (e.g. a face detector
+        exported with symbolic height/width). The batch dimension stays as the model has it."""
+        real = self.inputs[0].shape
+        merged = [real[0]] + [r if r > 0 else d for r, d in zip(real[1:], declared[1:], strict=False)]
+        self.input_shape = tuple(merged)
 
     @abstractmethod
     def load(self, model_path: Path) -> None:

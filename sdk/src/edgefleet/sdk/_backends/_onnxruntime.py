@@ -125,12 +125,13 @@ class OnnxRuntimeBackend(Backend):
     def allocate_input(self, batch: int) -> InputBuffer:
         spec = self.inputs[0]
         rows = self.fixed_batch or batch
-        shape = (rows, *(d if d > 0 else 1 for d in spec.shape[1:]))
-        if any(d <= 0 for d in spec.shape[1:]):
+        dims = (self.input_shape or spec.shape)[1:]
+        if any(d <= 0 for d in dims):
             raise BackendError(
-                f"input {spec.name} has dynamic spatial dimensions {spec.shape}; "
-                "the manifest's input shape must fix them"
+                f"input {spec.name} has dynamic dimensions {list(spec.shape)}; "
+                "the manifest's input shape must fix every dimension but the batch"
             )
+        shape = (rows, *dims)
         return InputBuffer(array=np.zeros(shape, dtype=spec.dtype), capacity=rows, device="cpu")
 
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -131,25 +130,18 @@ def run_command(
 
 
 def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int], done: threading.Event) -> None:
-    counts = pipeline.source_frame_counts()
     limit = pipeline.config.max_frames
-    finite = all(c is not None for c in counts.values()) and not any(
-        s.live for s in pipeline.stats().streams.values()
-    )
-    if finite:
-        total = sum(min(c or 0, limit or c or 0) for c in counts.values())
-        progress = Progress(
-            TextColumn("[bold]processing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[fps]} fps"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        )
+    if not any(s.live for s in pipeline.specs):
+        progress = Progress(TextColumn("[bold]processing"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[fps]} fps"), TimeRemainingColumn(), console=console,
+                            transient=True)
         with progress:
-            task = progress.add_task("frames", total=total or None, fps="0.0")
+            task = progress.add_task("frames", total=None, fps="0.0")
             while not pipeline.wait(0.25):
+                counts = pipeline.source_frame_counts()
+                if all(c is not None for c in counts.values()):
+                    total = sum(min(c or 0, limit) if limit else (c or 0) for c in counts.values())
+                    progress.update(task, total=total)
                 progress.update(task, completed=counter["n"], fps=f"{pipeline.stats().fps:.1f}")
             progress.update(task, completed=counter["n"])
         return
@@ -157,4 +149,3 @@ def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int], done: 
         while not pipeline.wait(0.5):
             live.update(live_table(pipeline.stats()))
         live.update(live_table(pipeline.stats()))
-        time.sleep(0)

@@ -97,6 +97,7 @@ class YoloDecoder(Decoder):
 
 
 class NanoDetParams(_DetectionParams):
+    multi_label: bool = Field(True, description="Every (cell, class) above the threshold is a candidate")
     strides: tuple[int, ...] = (8, 16, 32)
     reg_max: int = Field(7, ge=1)
     cls_prefix: str = "cls_"
@@ -135,23 +136,28 @@ class NanoDetDecoder(Decoder):
                     raise DecoderError(
                         f"{self.ctx.manifest.ref}: {cls_name} has {cls.shape[0]} cells, expected {centres.shape[0]}"
                     )
-                classes = cls.argmax(axis=1)
-                scores = cls[np.arange(cls.shape[0]), classes]
-                mask = scores > self.p.score_threshold
-                if not mask.any():
+                if self.p.multi_label:
+                    cells, classes = np.nonzero(cls > self.p.score_threshold)
+                    scores = cls[cells, classes]
+                else:
+                    classes = cls.argmax(axis=1)
+                    scores = cls[np.arange(cls.shape[0]), classes]
+                    cells = np.nonzero(scores > self.p.score_threshold)[0]
+                    classes, scores = classes[cells], scores[cells]
+                if cells.size == 0:
                     continue
-                reg = np.asarray(outputs[reg_name][i][mask], dtype=np.float32).reshape(-1, 4, bins)
+                reg = np.asarray(outputs[reg_name][i][cells], dtype=np.float32).reshape(-1, 4, bins)
                 reg = np.exp(reg - reg.max(axis=2, keepdims=True))
                 reg /= reg.sum(axis=2, keepdims=True)
                 dist = (reg @ self._bins) * stride  # (k, 4): left, top, right, bottom
-                c = centres[mask]
+                c = centres[cells]
                 boxes = np.stack(
                     [c[:, 0] - dist[:, 0], c[:, 1] - dist[:, 1], c[:, 0] + dist[:, 2], c[:, 1] + dist[:, 3]],
                     axis=1,
                 )
                 all_boxes.append(boxes)
-                all_scores.append(scores[mask])
-                all_classes.append(classes[mask])
+                all_scores.append(scores)
+                all_classes.append(classes)
             if not all_boxes:
                 results.append(Decoded())
                 continue

@@ -24,8 +24,12 @@ def _cv2() -> Any:
         import cv2
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise SourceError("video sources need OpenCV: pip install 'edgefleet-sdk[cpu]' (or [video])") from exc
-    # OpenCV's own log lines can carry a camera URL with its password; keep them to errors only.
-    cv2.setLogLevel(2)
+    # OpenCV's own log lines can carry a camera URL with its password: keep them silent.
+    logging_mod = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging_mod is not None and hasattr(logging_mod, "setLogLevel"):
+        logging_mod.setLogLevel(logging_mod.LOG_LEVEL_SILENT)
+    elif hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(0)
     return cv2
 
 

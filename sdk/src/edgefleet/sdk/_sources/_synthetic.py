@@ -11,7 +11,8 @@ __all__ = ["SyntheticSource"]
 
 
 class SyntheticSource(Source):
-    """Options: ``width`` (640), ``height`` (480), ``fps`` (30), ``frames`` (0 = endless).
+    """Options: ``width`` (640), ``height`` (480), ``fps`` (30), ``frames`` (0 = endless),
+    ``white_after`` (frames from this index on are plain white: a scene change, for testing).
 
     It is paced at ``fps`` and behaves as a live camera (drops under pressure) unless ``live=false``.
     """
@@ -23,6 +24,7 @@ class SyntheticSource(Source):
             self.height = int(spec.options.get("height", "480"))
             self.fps = float(spec.options.get("fps", "30"))
             self.frames = int(spec.options.get("frames", "0"))
+            self.white_after = int(spec.options.get("white_after", "-1"))
         except ValueError as exc:
             raise SourceError(f"{spec.uri}: bad option ({exc})") from None
         if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192) or self.fps <= 0 or self.frames < 0:
@@ -61,6 +63,10 @@ class SyntheticSource(Source):
         if self.frames and self._n >= self.frames:
             return None
         image = out if out is not None and out.shape == self._bars.shape else np.empty_like(self._bars)
+        if 0 <= self.white_after <= self._n:
+            image[:] = 255
+            self._n += 1
+            return image
         shift = (self._n * 4) % self.width
         image[:, : self.width - shift] = self._bars[:, shift:]
         image[:, self.width - shift :] = self._bars[:, :shift]

@@ -1,0 +1,32 @@
+"""The SDK's public names are a deliberate, pinned list."""
+
+import edgefleet.sdk as sdk
+
+EXPECTED = {
+    "Backend", "BackendError", "BackendUnavailableError", "CallbackSink", "Classification", "ConfigError",
+    "DecodeContext", "Decoded", "Decoder", "DecoderError", "DecoderParams", "Detection", "EdgefleetError", "Frame",
+    "InputBuffer", "IntegrityError", "JsonlSink", "Manifest", "ManifestError", "ModelMismatchError",
+    "ModelPackage", "ModelPackageError", "OnnxRuntimeConfig", "Pipeline", "PipelineConfig", "PipelineError",
+    "PipelineStats", "Result", "SignatureError", "Sink", "SinkConfig", "SinkError", "SourceError", "StageStats",
+    "StreamStats", "SwapEvent", "SwapReport", "TensorRTConfig", "TensorSpec", "Transform", "VideoSink",
+    "__version__", "generate_signing_key", "load_package", "load_pipeline_config", "load_private_key",
+    "load_public_key", "parse_source", "read_manifest", "redact_uri", "register_decoder", "sign_manifest",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(sdk.__all__) == EXPECTED
+
+
+def test_every_exported_name_exists_and_is_public() -> None:
+    for name in sdk.__all__:
+        obj = getattr(sdk, name)
+        if name != "__version__":
+            assert obj.__module__.startswith("edgefleet.sdk"), name
+
+
+def test_errors_share_one_root() -> None:
+    for name in sdk.__all__:
+        obj = getattr(sdk, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, sdk.EdgefleetError), name

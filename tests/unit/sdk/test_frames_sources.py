@@ -1,0 +1,163 @@
+"""Frame pool, queues, the batcher, source URIs and credential redaction."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgefleet.sdk import SourceError, parse_source, redact_uri
+from edgefleet.sdk._batcher import Batcher
+from edgefleet.sdk._frames import Frame, FramePool, FrameQueue, OverflowPolicy
+from edgefleet.sdk._redact import redact
+from edgefleet.sdk._sources import create_source
+from edgefleet.sdk._sources._runner import Backoff
+
+
+def _frame(pool: FramePool, stream: str = "s0", seq: int = 0) -> Frame:
+    slot = pool.try_acquire()
+    assert slot is not None
+    return Frame(stream, seq, 0.0, 0.0, slot.array, slot)
+
+
+def test_pool_is_fixed_and_reuses_slots() -> None:
+    pool = FramePool((4, 4, 3), 2)
+    a, b = pool.try_acquire(), pool.try_acquire()
+    assert a is not None and b is not None and pool.try_acquire() is None
+    assert pool.acquire(0.01) is None
+    arr = a.array
+    a.release()
+    a.release()  # twice is harmless
+    c = pool.try_acquire()
+    assert c is not None and c.array is arr and pool.leases == 2
+
+
+def test_drop_oldest_queue_counts_drops() -> None:
+    cond = threading.Condition()
+    pool = FramePool((2, 2, 3), 8)
+    q = FrameQueue(2, OverflowPolicy.DROP_OLDEST, cond)
+    stop = threading.Event()
+    for i in range(5):
+        assert q.put(_frame(pool, seq=i), stop)
+    assert q.dropped == 3 and len(q) == 2
+    with cond:
+        assert [q.pop().sequence, q.pop().sequence] == [3, 4]  # type: ignore[union-attr]
+    assert pool.leases == 2  # dropped frames returned their slots
+
+
+def test_block_queue_waits_and_never_drops() -> None:
+    cond = threading.Condition()
+    pool = FramePool((2, 2, 3), 4)
+    q = FrameQueue(1, OverflowPolicy.BLOCK, cond)
+    stop = threading.Event()
+    q.put(_frame(pool, seq=0), stop)
+    done = threading.Event()
+
+    def producer() -> None:
+        q.put(_frame(pool, seq=1), stop)
+        done.set()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    assert not done.wait(0.2)
+    with cond:
+        q.pop()
+    assert done.wait(2)
+    t.join()
+    assert q.dropped == 0
+
+
+def test_batcher_round_robins_streams_and_ends() -> None:
+    cond = threading.Condition()
+    pool = FramePool((2, 2, 3), 16)
+    qs = [FrameQueue(8, OverflowPolicy.BLOCK, cond) for _ in range(2)]
+    stop = threading.Event()
+    for i in range(3):
+        qs[0].put(_frame(pool, "a", i), stop)
+    qs[1].put(_frame(pool, "b", 0), stop)
+    b = Batcher(qs, cond, timeout_s=0.01)
+    batch = b.next_batch(2, stop)
+    assert batch is not None and sorted(f.stream_id for f in batch) == ["a", "b"]
+    for q in qs:
+        q.finish()
+    rest = b.next_batch(8, stop)
+    assert rest is not None and [f.sequence for f in rest] == [1, 2]
+    assert b.next_batch(8, stop) is None
+
+
+def test_backoff_is_jittered_and_capped() -> None:
+    import random
+
+    b = Backoff(base=0.5, cap=4.0, rng=random.Random(1))
+    delays = [b.next_delay() for _ in range(8)]
+    assert all(0.25 <= d <= 4.0 for d in delays)
+    assert delays[-1] >= 2.0 and len(set(delays)) == len(delays)
+    b.reset()
+    assert b.next_delay() <= 0.5
+
+
+def test_parse_source_forms(tmp_path: Path, clip: Path) -> None:
+    (tmp_path / "a.jpg").write_bytes(b"")
+    assert parse_source(str(clip)).kind == "file"
+    assert not parse_source(str(clip)).live
+    assert parse_source(f"{clip}?realtime=1&loop=1").realtime
+    assert parse_source(str(tmp_path)).kind == "images"
+    s = parse_source("cam1=rtsp://u:p@127.0.0.1:8554/x#transport=udp", 3)
+    assert (s.kind, s.stream_id, s.live, s.options["transport"]) == ("network", "cam1", True, "udp")
+    assert s.uri == "rtsp://u:p@127.0.0.1:8554/x"
+    assert parse_source("/dev/video0").kind == "usb"
+    assert parse_source("videotestsrc ! videoconvert").kind == "gstreamer"
+    assert parse_source("gst:videotestsrc pattern=ball").uri == "videotestsrc pattern=ball"
+    syn = parse_source("synthetic:?width=320&height=240&fps=15", 2)
+    assert (syn.kind, syn.stream_id, syn.live, syn.options["width"]) == ("synthetic", "s2", True, "320")
+
+
+@pytest.mark.parametrize("bad", ["", "no/such/file.mp4", "clip.mp4?queue=0", "synthetic:?live=maybe"])
+def test_parse_source_errors(bad: str) -> None:
+    with pytest.raises(SourceError):
+        parse_source(bad)
+
+
+def test_missing_source_error_never_shows_password() -> None:
+    with pytest.raises(SourceError) as exc:
+        parse_source("rtsp://admin:s3cret@127.0.0.1:1/x?queue=abc#queue=abc")
+    assert "s3cret" not in str(exc.value)
+
+
+def test_redaction() -> None:
+    assert redact_uri("rtsp://admin:s3cret@cam/live?token=abc&ch=1") == "rtsp://admin:***@cam/live?token=***&ch=1"
+    assert redact_uri("rtsp://cam/live") == "rtsp://cam/live"
+    assert "s3cret" not in redact("could not open rtsp://admin:s3cret@10.0.0.1/x: refused")
+
+
+def test_synthetic_source_draws_into_the_slot() -> None:
+    src = create_source(parse_source("synthetic:?width=64&height=32&frames=2"))
+    src.open()
+    out = np.zeros((32, 64, 3), np.uint8)
+    img = src.read(out)
+    assert img is out and img.any()
+    assert src.read(out) is out and src.read(out) is None
+
+
+def test_image_folder_source(tmp_path: Path) -> None:
+    import cv2
+
+    for i in range(3):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), np.full((10 + i, 20, 3), i * 50, np.uint8))
+    (tmp_path / "notes.txt").write_text("ignored")
+    src = create_source(parse_source(str(tmp_path)))
+    src.open()
+    shapes = []
+    while (img := src.read(None)) is not None:
+        shapes.append(img.shape)
+    assert shapes == [(10, 20, 3), (11, 20, 3), (12, 20, 3)]
+
+
+def test_unreadable_video_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.mp4"
+    bad.write_bytes(b"\x00" * 1000)
+    src = create_source(parse_source(str(bad)))
+    with pytest.raises(SourceError, match="not a readable video file"):
+        src.open()

@@ -1,0 +1,187 @@
+"""Preprocessing numerics and the built-in decoders against hand-computed answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgefleet.sdk import DecodeContext, Decoded, Decoder, DecoderError, load_package, register_decoder
+from edgefleet.sdk._backends import InputBuffer
+from edgefleet.sdk._decoders._nms import nms
+from edgefleet.sdk._manifest import InputSpec
+from edgefleet.sdk._model import load_model
+from edgefleet.sdk._preprocess import CpuPreprocessor, compute_transform
+
+
+def _spec(**kw: object) -> InputSpec:
+    base: dict[str, object] = {"name": "x", "shape": (1, 3, 64, 64), "color": "RGB", "mean": (0, 0, 0),
+                               "std": (1, 1, 1), "resize": "letterbox", "pad_value": 0}
+    base.update(kw)
+    return InputSpec.model_validate(base)
+
+
+def test_letterbox_transform_centres_and_maps_back() -> None:
+    t = compute_transform(320, 240, _spec())
+    assert (t.scale_x, t.scale_y, t.pad_x, t.pad_y) == (0.2, 0.2, 0, 8)
+    boxes = np.array([[24, 24, 40, 40]], np.float32)
+    np.testing.assert_allclose(t.to_source(boxes), [[120, 80, 200, 160]])
+
+
+def test_stretch_transform() -> None:
+    t = compute_transform(320, 240, _spec(resize="stretch"))
+    assert (t.pad_x, t.pad_y) == (0, 0)
+    np.testing.assert_allclose(t.to_source(np.array([[0, 0, 64, 64]], np.float32)), [[0, 0, 320, 240]])
+
+
+def test_cpu_preprocess_matches_a_plain_numpy_reference() -> None:
+    import cv2
+
+    spec = _spec(mean=(10, 20, 30), std=(2, 4, 8), pad_value=114)
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 255, (48, 96, 3), dtype=np.uint8)
+    buf = InputBuffer(np.zeros((1, 3, 64, 64), np.float32), 1)
+    t = CpuPreprocessor(spec)(img, buf, 0)
+    canvas = np.full((64, 64, 3), 114, np.uint8)
+    resized = cv2.resize(img, (64, 32), interpolation=cv2.INTER_LINEAR)
+    canvas[16:48] = resized
+    ref = (canvas[:, :, ::-1].astype(np.float32) - [10, 20, 30]) / [2, 4, 8]
+    np.testing.assert_allclose(buf.array[0], ref.transpose(2, 0, 1), rtol=1e-6)
+    assert (t.pad_x, t.pad_y) == (0, 16)
+
+
+def test_identity_model_sees_exactly_the_preprocessed_frame(toy_models: dict[str, Path]) -> None:
+    model = load_model(load_package(toy_models["identity"]), max_batch=2)
+    buf = model.acquire_buffer(1.0)
+    assert buf is not None
+    img = np.zeros((16, 32, 3), np.uint8)
+    img[..., 2] = 200  # red in BGR
+    model.preprocess(img, buf, 0)
+    out = model.backend.infer(buf, 1)["out"]
+    assert out.shape == (1, 3, 32, 32)
+    assert out[0, 0, 16, 16] == 200 and out[0, 2, 16, 16] == 0  # RGB order: red first
+    assert out[0, 0, 0, 0] == 0  # letterbox padding row
+    model.close()
+
+
+def test_nms_is_class_aware() -> None:
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [0, 0, 10, 10]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7], np.float32)
+    classes = np.array([0, 0, 1])
+    assert nms(boxes, scores, classes, 0.5, 10).tolist() == [0, 2]
+
+
+def _ctx(pkg: Path, outputs: tuple[str, ...], **overrides: float) -> DecodeContext:
+    p = load_package(pkg)
+    return DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, outputs, dict(overrides))
+
+
+def test_yolo_decoder_known_boxes(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from tests.support.onnx_models import yolo_const
+
+    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    out = yolo_const(3, [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (32, 32, 16, 16, 2, 0.6),
+                         (5, 5, 4, 4, 1, 0.1)])
+    t = compute_transform(64, 64, load_package(toy_models["yolo"]).manifest.input)
+    (d,) = dec.decode({"output0": out}, [t])
+    assert [(x.label, round(x.score, 2)) for x in d.detections] == [("person", 0.9), ("dog", 0.6)]
+    assert d.detections[0].box == (24.0, 24.0, 40.0, 40.0)
+
+
+def test_score_override_applies(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from tests.support.onnx_models import yolo_const
+
+    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",), score_threshold=0.95))
+    t = compute_transform(64, 64, load_package(toy_models["yolo"]).manifest.input)
+    (d,) = dec.decode({"output0": yolo_const(3, [(32, 32, 16, 16, 0, 0.9)])}, [t])
+    assert d.detections == ()
+
+
+def test_nanodet_decoder_on_a_hand_made_cell(nanodet: Path) -> None:
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    outs = {o.name: np.zeros((1, *o.shape[1:]), np.float32) for o in p.manifest.outputs}
+    for o in p.manifest.outputs:
+        if o.name.startswith("reg_"):
+            outs[o.name][:] = -50.0
+    # stride 16, cell (row 3, col 5): centre (88, 56); distances l,t,r,b = 2,3,4,5 bins x 16
+    cell = 3 * 26 + 5
+    outs["cls_16"][0, cell, 2] = 0.9  # car
+    for side, k in enumerate((2, 3, 4, 5)):
+        outs["reg_16"][0, cell, side * 11 + k] = 50.0
+    t = compute_transform(416, 416, p.manifest.input)
+    (d,) = dec.decode(outs, [t])
+    assert len(d.detections) == 1
+    det = d.detections[0]
+    assert det.label == "car"
+    np.testing.assert_allclose(det.box, (88 - 32, 56 - 48, 88 + 64, 56 + 80), atol=1e-3)
+
+
+def test_classification_top_k(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk._decoders._classification import ClassificationDecoder
+
+    dec = ClassificationDecoder(_ctx(toy_models["cls"], ("logits",)))
+    (d,) = dec.decode({"logits": np.array([[0.1, 3.0, 1.0, -2.0]], np.float32)}, [compute_transform(8, 8, _spec())])
+    assert [c.label for c in d.classifications] == ["class1", "class2", "class0"]
+    assert abs(sum(np.exp([0.1, 3.0, 1.0, -2.0]) / np.exp([0.1, 3.0, 1.0, -2.0]).sum()) - 1) < 1e-6
+    assert d.classifications[0].score == pytest.approx(np.exp(3.0) / np.exp([0.1, 3.0, 1.0, -2.0]).sum(), rel=1e-5)
+
+
+def test_unknown_decoder_is_a_clear_error(toy_models: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    import yaml
+
+    dst = tmp_path / "p"
+    shutil.copytree(toy_models["yolo"], dst)
+    data = yaml.safe_load((dst / "manifest.yaml").read_text())
+    data["decoder"] = {"type": "no-such-decoder"}
+    (dst / "manifest.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(DecoderError, match="unknown decoder 'no-such-decoder'"):
+        load_model(load_package(dst))
+
+
+def test_bad_decoder_parameter_names_it(toy_models: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    import yaml
+
+    dst = tmp_path / "p"
+    shutil.copytree(toy_models["yolo"], dst)
+    data = yaml.safe_load((dst / "manifest.yaml").read_text())
+    data["decoder"]["scroe_threshold"] = 0.5
+    (dst / "manifest.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(DecoderError, match="scroe_threshold"):
+        load_model(load_package(dst))
+
+
+def test_app_registered_decoder_is_used(toy_models: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    import yaml
+
+    from edgefleet.sdk import Pipeline
+
+    class MaxDecoder(Decoder):
+        def __init__(self, ctx: DecodeContext) -> None:
+            self.ctx = ctx
+
+        def decode(self, outputs, transforms):  # type: ignore[no-untyped-def]
+            return [Decoded(raw={"max": np.asarray(outputs["output0"][i]).max()}) for i in range(len(transforms))]
+
+    register_decoder("test-max", MaxDecoder, replace=True)
+    dst = tmp_path / "p"
+    shutil.copytree(toy_models["yolo"], dst)
+    data = yaml.safe_load((dst / "manifest.yaml").read_text())
+    data["decoder"] = {"type": "test-max"}
+    (dst / "manifest.yaml").write_text(yaml.safe_dump(data))
+    with Pipeline(dst, ["synthetic:?frames=3&fps=100"]) as p:
+        results = list(p.results())
+    assert len(results) == 3
+    assert all(r.raw is not None and float(r.raw["max"]) == pytest.approx(33.0) for r in results)

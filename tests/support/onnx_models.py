@@ -33,6 +33,7 @@ def constant_head_model(
     output_name: str = "output0",
     dynamic_batch: bool = True,
     layout: str = "NCHW",
+    nan_above: float | None = None,
 ) -> None:
     """Output = const broadcast over the batch: (N, *const.shape[1:]). ``const`` has a leading 1."""
     batch: Any = "batch" if dynamic_batch else 1
@@ -45,13 +46,25 @@ def constant_head_model(
         helper.make_node("ReduceMean", [input_name], ["m"], axes=[1, 2, 3], keepdims=1),  # (N,1,1,1)
         helper.make_node("Reshape", ["m", "rshape"], ["m2"]),  # (N, 1, ...)
         helper.make_node("Mul", ["m2", "zero"], ["z"]),
-        helper.make_node("Add", ["z", "const"], [output_name]),
     ]
     inits = [
         numpy_helper.from_array(np.array([-1] + [1] * (rank - 1), np.int64), "rshape"),
         numpy_helper.from_array(np.zeros((1,) * rank, np.float32), "zero"),
         numpy_helper.from_array(const.astype(np.float32), "const"),
     ]
+    if nan_above is None:
+        nodes.append(helper.make_node("Add", ["z", "const"], [output_name]))
+    else:
+        # NaN wherever the mean input value exceeds nan_above: a model that breaks on some scenes only
+        nodes += [
+            helper.make_node("Greater", ["m2", "thr"], ["hot"]),
+            helper.make_node("Where", ["hot", "nan", "z"], ["zn"]),
+            helper.make_node("Add", ["zn", "const"], [output_name]),
+        ]
+        inits += [
+            numpy_helper.from_array(np.full((1,) * rank, nan_above, np.float32), "thr"),
+            numpy_helper.from_array(np.full((1,) * rank, np.nan, np.float32), "nan"),
+        ]
     _save(helper.make_graph(nodes, "const_head", [x], [y], inits), path)
 
 
@@ -129,6 +142,7 @@ def yolo_package(
     boxes: list[tuple[float, float, float, float, int, float]] | None = None,
     dynamic_batch: bool = True,
     nan: bool = False,
+    nan_above: float | None = None,
 ) -> Path:
     boxes = (
         boxes
@@ -139,7 +153,7 @@ def yolo_package(
     if nan:
         const[0, 0, 0] = np.nan
     root.mkdir(parents=True, exist_ok=True)
-    constant_head_model(root / "model.onnx", const, size=size, dynamic_batch=dynamic_batch)
+    constant_head_model(root / "model.onnx", const, size=size, dynamic_batch=dynamic_batch, nan_above=nan_above)
     batch = -1 if dynamic_batch else 1
     return write_package(
         root,

@@ -217,6 +217,7 @@ class Pipeline:
                 device=self._device,
                 max_batch=self._max_batch,
                 overrides=self.overrides,
+                copies=self.copies,
             )
             stack.callback(model.close)
             self._slot = ModelSlot(model)
@@ -462,9 +463,10 @@ class Pipeline:
                 if batch is _END:
                     return
                 t0 = time.perf_counter()
-                failure: str | None = None
+                failure: str | None = "rolled back" if self._swapper.rejected(batch.model) else None
                 try:
-                    batch.outputs = batch.model.backend.infer(batch.buffer, len(batch.frames))
+                    if failure is None:
+                        batch.outputs = batch.model.backend.infer(batch.buffer, len(batch.frames))
                 except Exception as exc:
                     if not self._swapper.watching(batch.model):
                         self._discard(batch)
@@ -502,7 +504,7 @@ class Pipeline:
             buffer = model.acquire_buffer(0.1)
         try:
             # A private preprocessor: the batch thread is using the serving model's own at the same time.
-            pre = make_preprocessor(model.package.manifest.input, buffer.device)
+            pre = make_preprocessor(model.package.manifest.input, buffer.device, self.copies)
             batch.transforms = [pre(f.image, buffer, i) for i, f in enumerate(batch.frames)]
             pre.finish(buffer, len(batch.frames))
             batch.outputs = model.backend.infer(buffer, len(batch.frames))

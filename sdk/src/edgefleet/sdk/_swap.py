@@ -89,6 +89,7 @@ class Swapper:
         self._samples: list[np.ndarray] = []
         self._sampled = threading.Event()
         self._timer: threading.Timer | None = None
+        self._rejected: list[LoadedModel] = []  # rolled back: in-flight batches bound to them are re-run
         self.history: list[SwapEvent] = []
         self.swaps = 0
         self.rollbacks = 0
@@ -114,6 +115,10 @@ class Swapper:
         h = self._health
         return h is not None and h.model is model and h.failed is None
 
+    def rejected(self, model: LoadedModel) -> bool:
+        """True for a version that was rolled back: batches still bound to it must be re-run."""
+        return any(m is model for m in self._rejected)
+
     def holding_pixels(self) -> bool:
         return self._health is not None or self._want_samples > 0
 
@@ -138,6 +143,7 @@ class Swapper:
             if h.failed is not None:
                 return h.failed
             h.failed = reason
+            self._rejected = [*self._rejected[-3:], model]
         self._emit(SwapEvent("rollback", f"health check failed: {reason}; back to {h.previous.ref}", model.ref))
         self.p.slot.swap(h.previous, close_old=True)
         self.rollbacks += 1
@@ -182,7 +188,8 @@ class Swapper:
             self._emit(SwapEvent("load", f"loading {package.ref} beside {old.ref}", package.ref), progress, report)
             try:
                 new = load_model(package, self.p.config.backend, device=self.p.config.device,
-                                 max_batch=self.p.config.max_batch, overrides=self.p.overrides, warmup=False)
+                                 max_batch=self.p.config.max_batch, overrides=self.p.overrides, warmup=False,
+                                 copies=self.p.copies)
             except EdgefleetError as exc:
                 return self._refuse(report, "load", str(exc), progress)
             report.load_ms = (time.perf_counter() - t0) * 1000.0

@@ -36,8 +36,9 @@ def _cv2() -> Any:
 class OpenCVSource(Source):
     """``kind`` is ``file``, ``network`` (RTSP/HTTP) or ``usb``.
 
-    Network streams open with FFmpeg open/read timeouts (``timeout_ms`` option, default 5000) so a
-    vanished camera is noticed instead of blocking forever; RTSP uses TCP unless ``transport=udp``.
+    Network streams open with FFmpeg open/read timeouts (options ``open_timeout_ms``, default 5000, and
+    ``timeout_ms``, default 2000) so a vanished camera is noticed instead of blocking forever; RTSP uses
+    TCP unless ``transport=udp``.
     """
 
     def __init__(self, spec: SourceSpec) -> None:
@@ -69,12 +70,15 @@ class OpenCVSource(Source):
                     cap.set(prop, float(spec.options[key]))
             return cap
         # network
-        timeout = int(spec.options.get("timeout_ms", "5000"))
+        open_timeout = int(spec.options.get("open_timeout_ms", "5000"))
+        timeout = int(spec.options.get("timeout_ms", "2000"))
         transport = spec.options.get("transport", "tcp")
         if spec.uri.startswith(("rtsp://", "rtsps://")):
             # Read once by OpenCV when a capture opens; options apply to every FFmpeg capture in the process.
             os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = f"rtsp_transport;{transport}"
-        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, timeout, cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout]
+        # Both only work when given at open. A hung stream is noticed after about 3 x timeout_ms (FFmpeg
+        # retries twice before read() returns False), a closed connection at once.
+        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, open_timeout, cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout]
         return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG, params)
 
     def open(self) -> None:

@@ -37,6 +37,7 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         http(s)://host/stream.mjpg        network stream (live)
         /dev/video0 | usb:0               USB/V4L2 camera (?width=&height=&fps=)
         gst:<pipeline>                    GStreamer pipeline string (or any string with " ! ")
+        nvdec:clip.mp4                    video file decoded on the GPU (NVDEC; ?gpu=N&matrix=bt709)
         synthetic: | synthetic:?width=1280&height=720&fps=30&frames=300   test pattern
 
     Options common to all: ``queue`` (frames buffered per stream, default 4), ``live`` (override).
@@ -62,6 +63,14 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         if parts.fragment:
             options = dict(parse_qsl(parts.fragment))
             uri = text.split("#", 1)[0]
+    elif lowered.startswith("nvdec:"):
+        kind = "nvdec"  # decoded on the GPU (PyNvVideoCodec); frames stay in device memory
+        path_text, _, query = text[6:].partition("?")
+        options = dict(parse_qsl(query))
+        path = Path(path_text).expanduser()
+        if not path.is_file():
+            raise SourceError(f"{path_text}: no such video file")
+        uri = str(path)
     elif lowered.startswith(("synthetic:", "pattern:", "test:")):
         kind = "synthetic"
         _, _, query = text.partition("?")
@@ -119,6 +128,10 @@ def create_source(spec: SourceSpec) -> Source:
         from ._synthetic import SyntheticSource
 
         return SyntheticSource(spec)
+    if spec.kind == "nvdec":
+        from .._cuda._nvdec import NvdecSource
+
+        return NvdecSource(spec)
     if spec.kind == "gstreamer":
         from ._gstreamer import GStreamerSource
 

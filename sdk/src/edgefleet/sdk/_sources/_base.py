@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Source", "SourceDisconnected", "SourceSpec"]
+from .._frames import Allocator
+
+from .._errors import SourceError
+
+__all__ = ["Source", "SourceDisconnected", "SourceSpec", "SourceUnavailable"]
+
+
+class SourceUnavailable(SourceError):  # noqa: N818 - reads as what it is
+    """The source is right but cannot be reached now (camera down, refused, stalled at open). Live
+    sources retry with backoff; any other SourceError (a malformed URI or pipeline) fails at once."""
 
 
 class SourceDisconnected(Exception):  # noqa: N818 - a signal between a source and its runner, not an error
@@ -41,6 +50,14 @@ class Source(ABC):
         #: copies of pixel data the source itself made (e.g. out of a GStreamer buffer); the runner
         #: adds them to the pipeline's copy counter.
         self.copies = 0
+
+    #: the CopyCounter kind of the copies counted in ``copies`` (a GPU decoder's are device_to_device)
+    copy_kind = "host_to_host"
+
+    def frame_allocator(self, default: Allocator) -> Allocator:
+        """The allocator of this source's frame pool: ``default`` (host or pinned slots) unless the
+        source decodes somewhere else (the NVDEC source allocates device slots)."""
+        return default
 
     @property
     def stream_id(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import SourceError
-from ._base import Source, SourceDisconnected, SourceSpec
+from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
 
 __all__ = ["GStreamerSource", "gstreamer_available"]
 
@@ -62,7 +62,8 @@ def pipeline_description(text: str) -> str:
 
 
 class GStreamerSource(Source):
-    """A live GStreamer pipeline (option ``timeout_ms``: how long a pull may wait before a stall)."""
+    """A GStreamer pipeline: live (drops the oldest under pressure, reconnects after a stall or error);
+    end-of-stream ends the stream (``num-buffers``, a file). No sample within 5 s is a stall."""
 
     def __init__(self, spec: SourceSpec) -> None:
         super().__init__(spec)
@@ -82,7 +83,7 @@ class GStreamerSource(Source):
             raise SourceError(f"GStreamer pipeline has no appsink named {_SINK}")
         if pipeline.set_state(gst.State.PLAYING) == gst.StateChangeReturn.FAILURE:
             pipeline.set_state(gst.State.NULL)
-            raise SourceError("GStreamer pipeline failed to start (check the elements and caps)")
+            raise SourceUnavailable("GStreamer pipeline failed to start (device busy or gone? check elements and caps)")
         self._pipeline, self._sink = pipeline, sink
         self._pending = self._pull(None)  # learn the frame size from the first sample
 
@@ -120,10 +121,7 @@ class GStreamerSource(Source):
                 self.copies += 1
                 return out
             return frame
-        frame = self._pull(out)
-        if frame is None and self.spec.live:
-            raise SourceDisconnected("end of stream")
-        return frame
+        return self._pull(out)  # None at EOS: the pipeline ended (num-buffers, a file); errors raise
 
     def close(self) -> None:
         if self._pipeline is not None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._errors import SourceError
 from .._redact import redact, redact_uri
-from ._base import Source, SourceDisconnected, SourceSpec
+from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
 
 __all__ = ["OpenCVSource"]
 
@@ -89,12 +89,11 @@ class OpenCVSource(Source):
             raise SourceError(f"{redact_uri(self.spec.uri)}: cannot open: {redact(str(exc))}") from None
         if not cap.isOpened():
             cap.release()
-            what = {
-                "file": "not a readable video file",
-                "usb": "camera cannot be opened",
-                "network": "stream cannot be opened (unreachable, refused or wrong credentials)",
-            }
-            raise SourceError(f"{redact_uri(self.spec.uri)}: {what[self.spec.kind]}")
+            if self.spec.kind == "file":
+                raise SourceError(f"{redact_uri(self.spec.uri)}: not a readable video file")
+            what = "camera cannot be opened" if self.spec.kind == "usb" else (
+                "stream cannot be opened (unreachable, refused or wrong credentials)")
+            raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {what}")
         self._cap = cap
         w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
         h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))

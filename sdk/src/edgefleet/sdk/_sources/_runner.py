@@ -14,7 +14,7 @@ from .._errors import SourceError
 from .._frames import Allocator, Frame, FramePool, FrameQueue, FrameSlot, host_allocator
 from .._metrics import CopyCounter, StreamMetrics
 from .._redact import redact, redact_uri
-from ._base import Source, SourceDisconnected
+from ._base import Source, SourceDisconnected, SourceUnavailable
 
 __all__ = ["Backoff", "SourceRunner"]
 
@@ -88,12 +88,17 @@ class SourceRunner:
         return self._thread.is_alive()
 
     # --- opening -----------------------------------------------------------------------------------
-    def _open(self) -> bool:
-        """Open the source; live sources retry until ``stop``. Returns False when stopped first."""
+    def _open(self, *, reopening: bool = False) -> bool:
+        """Open the source; live sources retry until ``stop``. Returns False when stopped first.
+
+        At the first open only :class:`SourceUnavailable` is retried (a malformed URI fails at once);
+        when reopening a live stream that worked before, every SourceError is (a USB camera unplugged
+        and plugged back loses its device node for a while)."""
+        retry: type[SourceError] = SourceError if reopening else SourceUnavailable
         while not self.stop.is_set():
             try:
                 self.source.open()
-            except SourceError as exc:
+            except retry as exc:
                 if not self.source.live:
                     raise
                 self.metrics.last_error = redact(str(exc))
@@ -120,7 +125,7 @@ class SourceRunner:
                     shape[1],
                     shape[0],
                 )
-            self.pool = FramePool(shape, self.pool_size, self.allocator)
+            self.pool = FramePool(shape, self.pool_size, self.source.frame_allocator(self.allocator))
             self.pool_allocations += 1
         return self.pool
 
@@ -201,7 +206,7 @@ class SourceRunner:
                 return
             captured, timestamp = time.monotonic(), time.time()
             for _ in range(self.source.copies - copies_before):
-                self.copies.add("host_to_host", image.nbytes)
+                self.copies.add(self.source.copy_kind, image.nbytes)
                 self.metrics.copies += 1
             seq = self._seq
             self._seq += 1
@@ -252,7 +257,7 @@ class SourceRunner:
         delay = self.backoff.next_delay()
         if self.stop.wait(delay):
             return False
-        ok = self._open()
+        ok = self._open(reopening=True)
         if ok:
             self.metrics.reconnects += 1
             self.metrics.outage_seconds += time.monotonic() - started

@@ -1,0 +1,376 @@
+"""Commands edgefleet-cloud adds to ``edgefleet``: controller, keys, models push|ls, devices, deploy,
+rollout. Heavy imports (grpc, SQLAlchemy) happen inside the commands, so ``edgefleet --help`` stays fast."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+ControllerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--controller", "-c", help="Controller host:port (default $EDGEFLEET_CONTROLLER or 127.0.0.1:50051)"
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn expected failures into one line on stderr and a non-zero exit (no traceback)."""
+    from edgefleet.sdk import EdgefleetError
+
+    from ._errors import CloudError
+
+    try:
+        yield
+    except (CloudError, EdgefleetError) as exc:
+        from rich.markup import escape
+
+        raise _fail(escape(str(exc))) from None
+
+
+def _address(controller: str | None) -> str:
+    from ._client import DEFAULT_CONTROLLER
+
+    return controller or os.environ.get("EDGEFLEET_CONTROLLER") or DEFAULT_CONTROLLER
+
+
+def _client(controller: str | None) -> Any:
+    from ._client import FleetClient
+
+    return FleetClient(_address(controller))
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            k, sep, v = part.strip().partition("=")
+            if not sep or not k:
+                raise typer.BadParameter(f"expected key=value, got {part!r}", param_hint=what)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def register(cli: Any) -> None:
+    app: typer.Typer = cli.app
+    _controller_commands(cli.group("controller", "Run the edgefleet controller (gRPC)."))
+    _key_commands(cli.group("keys", "Publisher keys that sign model packages."))
+    _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
+    _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
+    _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
+
+
+def _controller_commands(grp: typer.Typer) -> None:
+    @grp.command("serve")
+    def serve_cmd(
+        db: Annotated[str, typer.Option(help="sqlite:///path or postgresql://user@host/db")] = (
+            "sqlite:///edgefleet-controller/controller.db"
+        ),
+        listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:50051",
+        data_dir: Annotated[Path, typer.Option(help="Artifact store (share it between replicas)")] = Path(
+            "edgefleet-controller"
+        ),
+        trusted_key: Annotated[
+            list[Path] | None, typer.Option("--trusted-key", help="Publisher public key (PEM); repeat")
+        ] = None,
+        allow_unsigned: Annotated[
+            bool, typer.Option(help="Accept unsigned packages (development only; agents still refuse them)")
+        ] = False,
+        health_window: Annotated[
+            float, typer.Option(help="Default per-device health window, seconds")
+        ] = 30.0,
+        status_interval: Annotated[float, typer.Option(help="Seconds between agent status reports")] = 5.0,
+        replica_id: Annotated[str, typer.Option(help="Name of this replica (default host:port)")] = "",
+        tick: Annotated[float, typer.Option(hidden=True)] = 0.5,
+        lease: Annotated[float, typer.Option(hidden=True)] = 10.0,
+        stale: Annotated[float, typer.Option(hidden=True)] = 30.0,
+        log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    ) -> None:
+        """Serve AgentService, FleetService and grpc.health.v1 until SIGINT/SIGTERM."""
+        import logging
+
+        from edgefleet.sdk import load_public_key
+
+        from ._server import serve
+        from ._settings import ControllerSettings
+        from ._signing import key_id_of
+
+        logging.getLogger().setLevel(log_level.upper())
+        logging.getLogger("edgefleet").setLevel(log_level.upper())
+        with _user_errors():
+            keys = {}
+            for path in trusted_key or []:
+                key = load_public_key(path)
+                keys[key_id_of(key)] = key
+            if not keys and not allow_unsigned:
+                raise _fail("give at least one --trusted-key (publisher public key), or --allow-unsigned")
+            settings = ControllerSettings(
+                db_url=db,
+                listen=listen,
+                data_dir=data_dir,
+                trusted_keys=keys,
+                allow_unsigned=allow_unsigned,
+                replica_id=replica_id,
+                status_interval_s=status_interval,
+                default_health_window_s=health_window,
+                tick_s=tick,
+                lease_s=lease,
+                stale_s=stale,
+            )
+            serve(
+                settings,
+                ready=lambda c: print(f"edgefleet controller listening on port {c.port}", flush=True),
+            )
+
+
+def _key_commands(grp: typer.Typer) -> None:
+    @grp.command("generate")
+    def generate(
+        name: Annotated[str, typer.Option(help="File name stem")] = "publisher",
+        out_dir: Annotated[Path, typer.Option(help="Where to write NAME.pem and NAME.pub.pem")] = Path("."),
+        force: Annotated[bool, typer.Option(help="Overwrite existing files")] = False,
+    ) -> None:
+        """Create an Ed25519 publisher key pair (private key mode 0600)."""
+        from edgefleet.sdk import generate_signing_key
+
+        priv, pub = out_dir / f"{name}.pem", out_dir / f"{name}.pub.pem"
+        if not force and (priv.exists() or pub.exists()):
+            raise _fail(f"{priv} or {pub} exists; pass --force to overwrite")
+        with _user_errors():
+            kid = generate_signing_key(priv, pub)
+        print(
+            f"key id {kid}\nprivate {priv} (keep it secret)\n"
+            f"public  {pub} (give it to controllers and agents)"
+        )
+
+
+def _model_commands(grp: typer.Typer) -> None:
+    @grp.command("push", no_args_is_help=True)
+    def push(
+        package: Annotated[Path, typer.Argument(help="Model package folder (or tar)")],
+        key: Annotated[Path | None, typer.Option(help="Publisher private key (PEM) to sign with")] = None,
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Sign a model package and upload it to the controller's registry."""
+        with _user_errors(), _client(controller) as fleet:
+            res = fleet.push(package, key=key)
+        if as_json:
+            from ._cli_render import emit_json
+
+            emit_json(res)
+            return
+        m = res.model
+        what = "pushed" if res.created else "already in the registry:"
+        print(
+            f"{what} {m.name}:{m.version} sha256 {m.sha256[:12]} "
+            f"({m.size} bytes, signed by {m.signed_by or '-'})"
+        )
+
+    @grp.command("ls")
+    def ls(
+        name: Annotated[str, typer.Argument(help="Only this model")] = "",
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List the model versions in the controller's registry."""
+        from ._cli_render import emit_json, models_table
+
+        with _user_errors(), _client(controller) as fleet:
+            models = fleet.list_models(name)
+        if as_json:
+            emit_json(models)
+        else:
+            _console().print(models_table(models))
+
+
+def _device_commands(grp: typer.Typer) -> None:
+    @grp.command("ls")
+    def ls(
+        selector: Annotated[
+            list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")
+        ] = None,
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List devices (optionally those matching every key=value)."""
+        from ._cli_render import devices_table, emit_json
+
+        sel = _pairs(selector or [], "--selector")
+        with _user_errors(), _client(controller) as fleet:
+            devices = fleet.list_devices(sel)
+        if as_json:
+            emit_json(devices)
+        else:
+            _console().print(devices_table(devices))
+
+    @grp.command("show", no_args_is_help=True)
+    def show(device_id: str, controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+        """One device: capabilities, pipelines, health and desired state."""
+        from ._cli_render import device_detail, emit_json
+
+        with _user_errors(), _client(controller) as fleet:
+            d = fleet.get_device(device_id)
+        if as_json:
+            emit_json(d)
+        else:
+            console = _console()
+            for item in device_detail(d):
+                console.print(item)
+
+    @grp.command("label", no_args_is_help=True)
+    def label(
+        device_id: str,
+        labels: Annotated[list[str], typer.Argument(help="key=value to set, key- to remove")],
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Set or remove labels on a device (they override what the agent reports)."""
+        from ._cli_render import emit_json
+
+        remove = [x[:-1] for x in labels if x.endswith("-") and "=" not in x]
+        sets = _pairs([x for x in labels if not (x.endswith("-") and "=" not in x)], "LABELS")
+        with _user_errors(), _client(controller) as fleet:
+            d = fleet.set_labels(device_id, sets, remove)
+        if as_json:
+            emit_json(d)
+        else:
+            print(f"{d.device_id}: " + ",".join(f"{k}={v}" for k, v in sorted(d.labels.items())))
+
+
+def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
+    @app.command("deploy", no_args_is_help=True)
+    def deploy(
+        model: Annotated[str, typer.Argument(help="name:version from the registry")],
+        to: Annotated[
+            list[str], typer.Option("--to", help="Label selector key=value; repeat or comma-separate")
+        ],
+        waves: Annotated[str, typer.Option(help="Cumulative waves: counts or percentages")] = "1,10%,100%",
+        health_window: Annotated[
+            float, typer.Option(help="Seconds to watch each device after its swap")
+        ] = 0.0,
+        max_failures: Annotated[
+            float, typer.Option(help="Abort when a wave's failed share exceeds this (0: any failure)")
+        ] = 0.0,
+        min_fps: Annotated[float, typer.Option(help="Health gate: lowest acceptable fps per pipeline")] = 0.0,
+        max_latency_ms: Annotated[
+            float, typer.Option(help="Health gate: highest acceptable p95 latency")
+        ] = 0.0,
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Roll a model version out to the devices matching --to, wave by wave."""
+        from ._cli_render import emit_json, rollout_tables
+
+        sel = _pairs(to, "--to")
+        wave_list = [w.strip() for w in waves.split(",") if w.strip()]
+        with _user_errors(), _client(controller) as fleet:
+            r = fleet.deploy(
+                model,
+                sel,
+                wave_list,
+                health_window_s=health_window,
+                max_failure_ratio=max_failures,
+                min_fps=min_fps,
+                max_latency_ms=max_latency_ms,
+            )
+        if as_json:
+            emit_json(r)
+        else:
+            console = _console()
+            for item in rollout_tables(r):
+                console.print(item)
+
+    @grp.command("status")
+    def status(
+        rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Show a rollout's waves and every device's state."""
+        from ._cli_render import emit_json, rollout_tables
+
+        with _user_errors(), _client(controller) as fleet:
+            r = fleet.rollout(rollout_id)
+        if as_json:
+            emit_json(r)
+        else:
+            console = _console()
+            for item in rollout_tables(r):
+                console.print(item)
+
+    @grp.command("ls")
+    def ls(controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+        """The most recent rollouts."""
+        from rich.table import Table
+
+        from ._cli_render import ago, emit_json
+
+        with _user_errors(), _client(controller) as fleet:
+            rollouts = fleet.list_rollouts()
+        if as_json:
+            emit_json(rollouts)
+            return
+        t = Table(title="rollouts")
+        for col in ("rollout", "model", "state", "wave", "devices", "created", "message"):
+            t.add_column(col)
+        for r in rollouts:
+            t.add_row(
+                r.rollout_id,
+                r.model_ref,
+                r.state,
+                f"{r.current_wave + 1}/{len(r.waves)}",
+                str(len(r.devices)),
+                ago(r.created_at),
+                r.message,
+            )
+        _console().print(t)
+
+    for action, doc in (
+        ("pause", "Stop starting new devices; those mid-swap finish."),
+        ("resume", "Continue a paused rollout."),
+        ("abort", "Stop the rollout; devices keep what they serve now."),
+        ("rollback", "Stop and return every device of the rollout to its previous version."),
+    ):
+        _control_command(grp, action, doc)
+
+
+def _control_command(grp: typer.Typer, action: str, doc: str) -> None:
+    def command(
+        rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        controller: ControllerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from ._cli_render import emit_json
+
+        with _user_errors(), _client(controller) as fleet:
+            r = fleet.control(rollout_id, action)
+        if as_json:
+            emit_json(r)
+        else:
+            print(f"rollout {r.rollout_id}: {r.state} ({r.message})")
+
+    command.__doc__ = doc
+    grp.command(action)(command)

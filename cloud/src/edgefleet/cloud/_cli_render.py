@@ -1,0 +1,145 @@
+"""Rich tables and JSON for the fleet CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["ago", "device_detail", "devices_table", "emit_json", "models_table", "rollout_tables"]
+
+_STATE_STYLE = {
+    "succeeded": "green",
+    "completed": "green",
+    "running": "cyan",
+    "applying": "cyan",
+    "health": "cyan",
+    "paused": "yellow",
+    "pending": "dim",
+    "skipped": "dim",
+    "failed": "red",
+    "aborted": "red",
+    "rolling_back": "yellow",
+    "rolled_back": "yellow",
+}
+
+
+def emit_json(obj: Any) -> None:
+    if isinstance(obj, list):
+        data: Any = [MessageToDict(m, preserving_proto_field_name=True) for m in obj]
+    else:
+        data = MessageToDict(obj, preserving_proto_field_name=True)
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def ago(ts: float) -> str:
+    if not ts:
+        return "never"
+    d = max(0.0, time.time() - ts)
+    if d < 90:
+        return f"{d:.0f}s ago"
+    if d < 5400:
+        return f"{d / 60:.0f}m ago"
+    return f"{d / 3600:.1f}h ago"
+
+
+def _styled(state: str) -> str:
+    style = _STATE_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else state
+
+
+def models_table(models: list[Any]) -> Table:
+    t = Table(title="models")
+    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed"):
+        t.add_column(col, justify="right" if col == "size" else "left")
+    for m in models:
+        t.add_row(
+            m.name,
+            m.version,
+            m.task,
+            f"{m.size / 1e6:.2f} MB",
+            m.sha256[:12],
+            m.signed_by or "-",
+            ago(m.pushed_at),
+        )
+    return t
+
+
+def devices_table(devices: list[Any]) -> Table:
+    t = Table(title="devices")
+    for col in ("device", "online", "labels", "serving", "fps", "p95 ms", "last seen", "last event"):
+        t.add_column(col, justify="right" if col in ("fps", "p95 ms") else "left", overflow="fold")
+    for d in devices:
+        serving = ", ".join(sorted({p.model_ref for p in d.pipelines})) or "-"
+        t.add_row(
+            d.device_id,
+            "[green]yes[/]" if d.online else "[red]no[/]",
+            ",".join(f"{k}={v}" for k, v in sorted(d.labels.items())),
+            serving,
+            f"{d.health.fps:.1f}",
+            f"{d.health.latency_p95_ms:.1f}",
+            ago(d.last_seen),
+            d.last_event[:60],
+        )
+    return t
+
+
+def device_detail(d: Any) -> list[Any]:
+    head = Table(title=f"device {d.device_id}", show_header=False)
+    head.add_column("what")
+    head.add_column("value", overflow="fold")
+    head.add_row("online", "yes" if d.online else "no")
+    head.add_row("labels", ", ".join(f"{k}={v}" for k, v in sorted(d.labels.items())) or "-")
+    caps = MessageToDict(d.capabilities, preserving_proto_field_name=True)
+    for k, v in caps.items():
+        head.add_row(k, ", ".join(v) if isinstance(v, list) else str(v))
+    head.add_row("first seen", ago(d.first_seen))
+    head.add_row("last seen", ago(d.last_seen))
+    head.add_row("last event", d.last_event or "-")
+    pipes = Table(title="pipelines")
+    for col in ("pipeline", "model", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
+        pipes.add_column(col)
+    for p in d.pipelines:
+        pipes.add_row(
+            p.name,
+            p.model_ref,
+            p.state,
+            f"{p.health.fps:.1f}",
+            f"{p.health.latency_p95_ms:.1f}",
+            str(p.health.frames_in),
+            str(p.health.dropped),
+            "yes" if p.health.healthy else "no",
+        )
+    desired = Table(title="desired state")
+    for col in ("model", "target", "state", "command", "message"):
+        desired.add_column(col, overflow="fold")
+    for x in d.desired:
+        desired.add_row(x.model_name, x.model_ref, _styled(x.state), x.command_id, x.message)
+    return [head, pipes, desired]
+
+
+def rollout_tables(r: Any) -> list[Any]:
+    head = Table(title=f"rollout {r.rollout_id}", show_header=False)
+    head.add_column("what")
+    head.add_column("value", overflow="fold")
+    head.add_row("model", f"{r.model_ref} ({r.sha256[:12]})")
+    head.add_row("selector", ",".join(f"{k}={v}" for k, v in sorted(r.selector.items())) or "(all)")
+    head.add_row("state", _styled(r.state))
+    head.add_row("wave", f"{r.current_wave + 1} of {len(r.waves)} ({','.join(r.waves)})")
+    head.add_row("health window", f"{r.health_window_s:.0f} s")
+    head.add_row("message", r.message)
+    devs = Table(title="devices")
+    for col in ("device", "wave", "state", "previous", "message"):
+        devs.add_column(col, overflow="fold")
+    for m in r.devices:
+        devs.add_row(m.device_id, str(m.wave + 1), _styled(m.state), m.previous_ref or "-", m.message)
+    return [head, devs]
+
+
+def print_all(console: Console, items: list[Any]) -> None:
+    for item in items:
+        console.print(item)

@@ -1,0 +1,166 @@
+"""A synchronous client of FleetService for the CLI and scripts: every call has a deadline, and gRPC
+errors become CloudError subclasses with one readable line."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
+
+from ._errors import (
+    CloudError,
+    ConflictError,
+    ControllerUnavailableError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+
+__all__ = ["DEFAULT_CONTROLLER", "FleetClient"]
+
+DEFAULT_CONTROLLER = "127.0.0.1:50051"
+PUSH_CHUNK = 1 << 20
+_ACTIONS = {
+    "pause": fleet_pb2.ControlRolloutRequest.ACTION_PAUSE,
+    "resume": fleet_pb2.ControlRolloutRequest.ACTION_RESUME,
+    "abort": fleet_pb2.ControlRolloutRequest.ACTION_ABORT,
+    "rollback": fleet_pb2.ControlRolloutRequest.ACTION_ROLLBACK,
+}
+
+
+class FleetClient:
+    """``FleetClient("127.0.0.1:50051").list_devices()``; use as a context manager to close the channel."""
+
+    def __init__(self, address: str = DEFAULT_CONTROLLER, *, timeout_s: float = 15.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_send_message_length", 4 << 20),
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.enable_retries", 1),
+            ],
+        )
+        self._stub = fleet_pb2_grpc.FleetServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> FleetClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., Any], request: Any, timeout_s: float | None = None) -> Any:
+        try:
+            return fn(request, timeout=timeout_s or self.timeout_s, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            raise self._translate(exc) from None
+
+    def _translate(self, exc: grpc.RpcError) -> CloudError:
+        code = exc.code() if hasattr(exc, "code") else None
+        details = (exc.details() if hasattr(exc, "details") else "") or str(code)
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return ControllerUnavailableError(
+                f"cannot reach the controller at {self.address} (is `edgefleet controller serve` running?)"
+            )
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ControllerUnavailableError(f"the controller at {self.address} did not answer in time")
+        if code == grpc.StatusCode.NOT_FOUND:
+            return NotFoundError(details)
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            return ConflictError(details)
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE):
+            return InvalidArgumentError(details)
+        return CloudError(f"controller error ({code.name if code else 'unknown'}): {details}")
+
+    # --- models ------------------------------------------------------------------------------------
+    def push(
+        self, package: Path, *, key: Path | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> fleet_pb2.PushModelResponse:
+        """Pack (and sign with ``key``) a package folder or tar, and upload it."""
+        from ._pack import pack_package
+
+        with tempfile.TemporaryDirectory(prefix="edgefleet-push-") as tmp:
+            path, sha, size = pack_package(package, Path(tmp) / "artifact.tar", key=key)
+
+            def parts() -> Iterator[fleet_pb2.PushModelRequest]:
+                yield fleet_pb2.PushModelRequest(header=fleet_pb2.PushHeader(size=size, sha256=sha))
+                sent = 0
+                with path.open("rb") as f:
+                    while chunk := f.read(PUSH_CHUNK):
+                        sent += len(chunk)
+                        if progress is not None:
+                            progress(sent, size)
+                        yield fleet_pb2.PushModelRequest(data=chunk)
+
+            timeout = max(60.0, size / (1 << 20))  # at least 1 MiB/s
+            res: fleet_pb2.PushModelResponse = self._call(self._stub.PushModel, parts(), timeout)
+            return res
+
+    def list_models(self, name: str = "") -> list[fleet_pb2.Model]:
+        return list(self._call(self._stub.ListModels, fleet_pb2.ListModelsRequest(name=name)).models)
+
+    # --- devices -----------------------------------------------------------------------------------
+    def list_devices(self, selector: dict[str, str] | None = None) -> list[fleet_pb2.Device]:
+        req = fleet_pb2.ListDevicesRequest(selector=selector or {})
+        return list(self._call(self._stub.ListDevices, req).devices)
+
+    def get_device(self, device_id: str) -> fleet_pb2.Device:
+        dev: fleet_pb2.Device = self._call(
+            self._stub.GetDevice, fleet_pb2.GetDeviceRequest(device_id=device_id)
+        )
+        return dev
+
+    def set_labels(self, device_id: str, set_: dict[str, str], remove: list[str]) -> fleet_pb2.Device:
+        req = fleet_pb2.SetLabelsRequest(device_id=device_id, set=set_, remove=remove)
+        dev: fleet_pb2.Device = self._call(self._stub.SetLabels, req)
+        return dev
+
+    # --- rollouts ----------------------------------------------------------------------------------
+    def deploy(
+        self,
+        model_ref: str,
+        selector: dict[str, str],
+        waves: list[str],
+        *,
+        health_window_s: float = 0.0,
+        max_failure_ratio: float = 0.0,
+        min_fps: float = 0.0,
+        max_latency_ms: float = 0.0,
+        request_id: str | None = None,
+    ) -> fleet_pb2.Rollout:
+        req = fleet_pb2.CreateRolloutRequest(
+            model_ref=model_ref,
+            selector=selector,
+            waves=waves,
+            health_window_s=health_window_s,
+            max_failure_ratio=max_failure_ratio,
+            min_fps=min_fps,
+            max_latency_ms=max_latency_ms,
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        ro: fleet_pb2.Rollout = self._call(self._stub.CreateRollout, req)
+        return ro
+
+    def rollout(self, rollout_id: str = "") -> fleet_pb2.Rollout:
+        ro: fleet_pb2.Rollout = self._call(
+            self._stub.GetRollout, fleet_pb2.GetRolloutRequest(rollout_id=rollout_id)
+        )
+        return ro
+
+    def list_rollouts(self, limit: int = 20) -> list[fleet_pb2.Rollout]:
+        return list(self._call(self._stub.ListRollouts, fleet_pb2.ListRolloutsRequest(limit=limit)).rollouts)
+
+    def control(self, rollout_id: str, action: str) -> fleet_pb2.Rollout:
+        if action not in _ACTIONS:
+            raise InvalidArgumentError(f"unknown action {action!r}")
+        req = fleet_pb2.ControlRolloutRequest(rollout_id=rollout_id, action=_ACTIONS[action])
+        ro: fleet_pb2.Rollout = self._call(self._stub.ControlRollout, req)
+        return ro

@@ -1,0 +1,92 @@
+"""Database rows ⇄ protobuf messages (the generated modules never leave edgefleet.cloud's internals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgefleet.proto.v1 import common_pb2, fleet_pb2
+from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
+
+from ._store import Row
+
+__all__ = ["device_pb", "model_pb", "msg_dict", "pipelines_pb", "rollout_pb"]
+
+
+def msg_dict(msg: Any) -> dict[str, Any]:
+    """A message as a plain dict with snake_case keys (stored as JSON, printed by the CLI)."""
+    out: dict[str, Any] = MessageToDict(msg, preserving_proto_field_name=True)
+    return out
+
+
+def model_pb(r: Row) -> fleet_pb2.Model:
+    return fleet_pb2.Model(
+        name=r["name"],
+        version=r["version"],
+        sha256=r["sha256"],
+        size=r["size"],
+        task=r["task"],
+        signed_by=r["signed_by"],
+        pushed_at=r["pushed_at"],
+        description=r["description"],
+    )
+
+
+def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
+    return [ParseDict(p, common_pb2.PipelineStatus(), ignore_unknown_fields=True) for p in rows]
+
+
+def device_pb(r: Row, *, online: bool) -> fleet_pb2.Device:
+    return fleet_pb2.Device(
+        device_id=r["device_id"],
+        labels=r["labels"],
+        capabilities=ParseDict(r["capabilities"], common_pb2.Capabilities(), ignore_unknown_fields=True),
+        online=online,
+        first_seen=r["first_seen"],
+        last_seen=r["last_seen"],
+        pipelines=pipelines_pb(r["pipelines"]),
+        desired=[
+            fleet_pb2.DesiredModel(
+                model_name=d["model_name"],
+                model_ref=d["ref"],
+                sha256=d["sha256"],
+                command_id=d["command_id"],
+                rollout_id=d["rollout_id"],
+                state=d["state"],
+                message=d["message"],
+            )
+            for d in r["desired"]
+        ],
+        health=ParseDict(r["health"], common_pb2.Health(), ignore_unknown_fields=True),
+        last_event=r["last_event"],
+    )
+
+
+def rollout_pb(r: Row) -> fleet_pb2.Rollout:
+    p = r["params"]
+    return fleet_pb2.Rollout(
+        rollout_id=r["rollout_id"],
+        model_ref=r["model_ref"],
+        sha256=r["sha256"],
+        selector=r["selector"],
+        waves=r["waves"],
+        state=r["state"],
+        current_wave=r["current_wave"],
+        message=r["message"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        health_window_s=p.get("health_window_s", 0.0),
+        max_failure_ratio=p.get("max_failure_ratio", 0.0),
+        min_fps=p.get("min_fps", 0.0),
+        max_latency_ms=p.get("max_latency_ms", 0.0),
+        devices=[
+            fleet_pb2.RolloutDevice(
+                device_id=m["device_id"],
+                wave=m["wave"],
+                state=m["state"],
+                previous_ref=m["previous_ref"],
+                message=m["message"],
+                command_id=m["command_id"],
+            )
+            for m in r["devices"]
+        ],
+    )

@@ -1,0 +1,207 @@
+"""Controller state: SQLAlchemy 2 Core tables, engine set-up and versioned migrations.
+
+SQLite (WAL) is the default; PostgreSQL (psycopg 3) lets several controller replicas share one database.
+Migrations are numbered functions applied in order inside one transaction each; ``schema_version``
+records the highest applied. On PostgreSQL an advisory lock serialises replicas that start together.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ._errors import DatabaseError
+
+__all__ = ["MIGRATIONS", "create_engine", "metadata", "migrate", "schema_version", "tables"]
+
+_log = logging.getLogger(__name__)
+
+metadata = sa.MetaData()
+
+models = sa.Table(
+    "models",
+    metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("version", sa.String(128), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("task", sa.String(32), nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("signed_by", sa.String(64), nullable=False, default=""),
+    sa.Column("manifest", sa.JSON, nullable=False),
+    sa.Column("pushed_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("name", "version", name="uq_models_name_version"),
+)
+
+devices = sa.Table(
+    "devices",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("reported_labels", sa.JSON, nullable=False),
+    sa.Column("label_overrides", sa.JSON, nullable=False),  # value None: removed by an operator
+    sa.Column("capabilities", sa.JSON, nullable=False),
+    sa.Column("pipelines", sa.JSON, nullable=False),
+    sa.Column("health", sa.JSON, nullable=False),
+    sa.Column("health_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("online", sa.Boolean, nullable=False, default=False),
+    sa.Column("connection", sa.String(128), nullable=False, default=""),  # replica:session holding it
+    sa.Column("first_seen", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+    sa.Column("last_event", sa.Text, nullable=False, default=""),
+)
+
+# What each device should serve, per model name, and the command that gets it there.
+desired = sa.Table(
+    "desired",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("model_name", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # apply | rollback
+    sa.Column("sha256", sa.String(64), nullable=False, default=""),
+    sa.Column("ref", sa.String(200), nullable=False, default=""),
+    sa.Column("command_id", sa.String(128), nullable=False, unique=True),
+    sa.Column("rollout_id", sa.String(32), nullable=False, default=""),
+    sa.Column("health_window_s", sa.Float, nullable=False, default=0.0),
+    sa.Column("state", sa.String(16), nullable=False),  # pending | applying | applied | failed
+    sa.Column("message", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("done_at", sa.Float, nullable=False, default=0.0),
+)
+
+rollouts = sa.Table(
+    "rollouts",
+    metadata,
+    sa.Column("rollout_id", sa.String(32), primary_key=True),
+    sa.Column("request_id", sa.String(64), nullable=True, unique=True),
+    sa.Column("model_name", sa.String(64), nullable=False),
+    sa.Column("model_ref", sa.String(200), nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("selector", sa.JSON, nullable=False),
+    sa.Column("waves", sa.JSON, nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("current_wave", sa.Integer, nullable=False, default=0),
+    sa.Column("message", sa.Text, nullable=False, default=""),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("lease_owner", sa.String(128), nullable=False, default=""),
+    sa.Column("lease_until", sa.Float, nullable=False, default=0.0),
+)
+
+rollout_devices = sa.Table(
+    "rollout_devices",
+    metadata,
+    sa.Column("rollout_id", sa.String(32), primary_key=True),
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("wave", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("previous_ref", sa.String(200), nullable=False, default=""),
+    sa.Column("previous_sha", sa.String(64), nullable=False, default=""),
+    sa.Column("command_id", sa.String(128), nullable=False, default=""),
+    sa.Column("swapped_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("message", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+schema_version_table = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", sa.Float, nullable=False),
+)
+
+tables = {t.name: t for t in (models, devices, desired, rollouts, rollout_devices, schema_version_table)}
+
+_V1_TABLES = [models, devices, desired, rollouts, rollout_devices]
+
+
+def _v1(conn: Connection) -> None:
+    metadata.create_all(conn, tables=_V1_TABLES)
+
+
+def _v2(conn: Connection) -> None:
+    # Plain DDL: an sa.Index object would attach itself to the shared MetaData (and so to _v1).
+    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_desired_state ON desired (state)"))
+    conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_rollouts_state ON rollouts (state)"))
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "initial schema", _v1),
+    (2, "indexes on desired.state and rollouts.state", _v2),
+]
+
+
+def database_url(url: str) -> str:
+    """Accept ``sqlite:///path`` and ``postgresql://...`` and pick the drivers edgefleet pins."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith(("sqlite://", "postgresql+psycopg://")):
+        return url
+    raise DatabaseError(
+        f"unsupported database URL {url.split('://', 1)[0]}://… (use sqlite:/// or postgresql://)"
+    )
+
+
+def create_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite files get WAL, a busy timeout and foreign keys."""
+    real = database_url(url)
+    kwargs: dict[str, Any] = {}
+    if real.startswith("sqlite"):
+        path = real.split("sqlite:///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    else:
+        kwargs["pool_pre_ping"] = True
+        kwargs["pool_size"] = 8
+        kwargs["connect_args"] = {"connect_timeout": 10}
+    engine = sa.create_engine(real, **kwargs)
+    if real.startswith("sqlite"):
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+    return engine
+
+
+def schema_version(conn: Connection) -> int:
+    if not sa.inspect(conn).has_table("schema_version"):
+        return 0
+    return int(
+        conn.execute(sa.select(sa.func.coalesce(sa.func.max(schema_version_table.c.version), 0))).scalar_one()
+    )
+
+
+def migrate(engine: Engine, now: Callable[[], float]) -> int:
+    """Apply every migration not applied yet; returns the schema version. Safe for concurrent replicas."""
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7461023)"))
+            metadata.create_all(conn, tables=[schema_version_table])
+            current = schema_version(conn)
+            for version, title, fn in MIGRATIONS:
+                if version <= current:
+                    continue
+                _log.info("database migration %d: %s", version, title)
+                fn(conn)
+                conn.execute(sa.insert(schema_version_table).values(version=version, applied_at=now()))
+                current = version
+            return current
+    except sa.exc.SQLAlchemyError as exc:
+        raise DatabaseError(f"cannot open or migrate the database: {_short(exc)}") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

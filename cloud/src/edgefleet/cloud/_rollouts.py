@@ -1,0 +1,285 @@
+"""Rollouts: waves over a label selector, gated per wave on swap success and runtime health.
+
+State lives in the database only, so a controller that restarts (or another replica that takes the
+lease over) continues where the last one stopped; command ids are deterministic per rollout and device,
+so re-issuing one after a crash is a duplicate the agent ignores (it repeats the stored outcome).
+
+Member states: ``pending`` → ``applying`` → ``health`` → ``succeeded`` | ``failed``; on abort with
+rollback or an operator rollback: → ``rolling_back`` → ``rolled_back``; never started: ``skipped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._errors import InvalidArgumentError
+from ._store import Row, Store
+
+__all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
+
+_log = logging.getLogger(__name__)
+_WAVE_RE = re.compile(r"^(\d+)(%?)$")
+BUSY = ("applying", "health", "rolling_back")
+TERMINAL = ("succeeded", "failed", "rolled_back", "skipped")
+
+
+def new_rollout_id() -> str:
+    return "r-" + secrets.token_hex(4)
+
+
+def validate_waves(waves: Sequence[str]) -> list[str]:
+    """Check a wave list such as ``["1", "10%", "100%"]`` (cumulative sizes; the last covers all)."""
+    out: list[str] = []
+    if not waves:
+        raise InvalidArgumentError("waves: give at least one wave, e.g. 1,10%,100%")
+    for raw in waves:
+        w = raw.strip()
+        m = _WAVE_RE.match(w)
+        if not m or int(m.group(1)) == 0 or (m.group(2) and int(m.group(1)) > 100):
+            raise InvalidArgumentError(f"waves: {w!r} is not a device count (1) or a percentage (1%..100%)")
+        out.append(w)
+    if out[-1] != "100%":
+        raise InvalidArgumentError("waves: the last wave must be 100% so every selected device is covered")
+    return out
+
+
+def plan_waves(n: int, waves: Sequence[str]) -> list[int]:
+    """The wave index of each of ``n`` devices (in the order given). Waves are cumulative sizes."""
+    plan: list[int] = []
+    for i, w in enumerate(waves):
+        m = _WAVE_RE.match(w)
+        if m is None:  # validated before
+            raise InvalidArgumentError(f"waves: bad wave {w!r}")
+        k = int(m.group(1))
+        upto = min(n, math.ceil(n * k / 100) if m.group(2) else k)
+        while len(plan) < upto:
+            plan.append(i)
+    while len(plan) < n:
+        plan.append(len(waves) - 1)
+    return plan
+
+
+def _expected(dev: Row | None, now: float, stale_s: float) -> bool:
+    """Online, or seen within ``stale_s`` (a controller restart or a network blip: it is expected back)."""
+    return bool(dev and now - dev["last_seen"] < stale_s)
+
+
+def _serving(dev: Row, model_name: str) -> list[Row]:
+    return [p for p in dev["pipelines"] if str(p.get("model_ref", "")).split(":")[0] == model_name]
+
+
+def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, str]:  # noqa: PLR0911
+    """(True, "") healthy, (False, why) unhealthy, (None, "") no report since the swap yet."""
+    if dev["health_at"] <= swapped_at:
+        return None, ""
+    params = ro["params"]
+    pipes = _serving(dev, ro["model_name"])
+    if not pipes:
+        return False, f"no pipeline serves {ro['model_name']} any more"
+    for p in pipes:
+        h: Mapping[str, Any] = p.get("health") or {}
+        if p.get("model_ref") != ro["model_ref"]:
+            return False, f"pipeline {p.get('name')} serves {p.get('model_ref')} instead of {ro['model_ref']}"
+        if p.get("state", "running") != "running" or not h.get("healthy", True):
+            return False, f"pipeline {p.get('name')} unhealthy: {h.get('detail') or p.get('state')}"
+        if params.get("min_fps") and float(h.get("fps", 0.0)) < params["min_fps"]:
+            return False, f"pipeline {p.get('name')} at {h.get('fps', 0.0):.1f} fps < {params['min_fps']}"
+        if params.get("max_latency_ms") and float(h.get("latency_p95_ms", 0.0)) > params["max_latency_ms"]:
+            return False, (
+                f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms"
+                f" > {params['max_latency_ms']}"
+            )
+    return True, ""
+
+
+class RolloutEngine:
+    """Drives every active rollout one step per tick. Several replicas may run one each: a rollout is
+    driven only by the replica holding its lease (a row-level compare-and-set in the database)."""
+
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        *,
+        notify: Callable[[str], None],
+        tick_s: float = 0.5,
+        lease_s: float = 10.0,
+        stale_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.notify = notify
+        self.tick_s = tick_s
+        self.lease_s = lease_s
+        self.stale_s = stale_s
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                ids = await self.store.call(self.store.active_rollouts)
+                for rid in ids:
+                    if await self.store.call(self.store.acquire_lease, rid, self.owner, self.lease_s):
+                        touched = await self.store.call(self.step, rid)
+                        for device_id in touched:
+                            self.notify(device_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("rollout engine tick failed; retrying")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.tick_s)
+
+    # --- one step (runs on the database thread) -----------------------------------------------------
+    def step(self, rollout_id: str) -> list[str]:
+        """Advance one rollout; returns the devices that got a new command."""
+        st = self.store
+        now = st.clock()
+        ro, devs = st.rollout_snapshot(rollout_id)
+        touched: list[str] = []
+        desired = st.desired_by_command([m["command_id"] for m in ro["devices"] if m["command_id"]])
+        window = float(ro["params"].get("health_window_s", 30.0))
+        for m in ro["devices"]:
+            self._observe(ro, m, desired.get(m["command_id"]), devs.get(m["device_id"]), window, now)
+        if ro["state"] != "running":
+            return touched
+        wave = ro["current_wave"]
+        members = [m for m in ro["devices"] if m["wave"] == wave]
+        for m in members:
+            if m["state"] == "pending":
+                cmd = f"{rollout_id}.{m['device_id']}.apply"
+                st.set_desired(
+                    {
+                        "device_id": m["device_id"],
+                        "model_name": ro["model_name"],
+                        "kind": "apply",
+                        "sha256": ro["sha256"],
+                        "ref": ro["model_ref"],
+                        "command_id": cmd,
+                        "rollout_id": rollout_id,
+                        "health_window_s": window,
+                    }
+                )
+                self._set(ro, m, state="applying", command_id=cmd, message="command sent")
+                touched.append(m["device_id"])
+        failed = [m for m in members if m["state"] == "failed"]
+        ratio = float(ro["params"].get("max_failure_ratio", 0.0))
+        if failed and len(failed) > ratio * len(members):
+            why = f"wave {wave + 1}: {len(failed)} of {len(members)} failed ({failed[0]['message']})"
+            _log.warning("rollout %s aborted: %s; rolling the wave back", rollout_id, why)
+            touched += self._roll_back(ro, members)
+            st.update_rollout(rollout_id, state="aborted", message=why + "; wave rolled back")
+            return touched
+        blocking = [
+            m
+            for m in members
+            if m["state"] in ("pending", "applying", "health")
+            and _expected(devs.get(m["device_id"]), now, self.stale_s)
+        ]
+        if not blocking:
+            if wave + 1 >= len(ro["waves"]):
+                waiting = sum(1 for m in ro["devices"] if m["state"] not in TERMINAL)
+                msg = "all waves done" + (
+                    f"; {waiting} offline device(s) converge when they return" if waiting else ""
+                )
+                st.update_rollout(rollout_id, state="completed", message=msg)
+                _log.info("rollout %s completed: %s", rollout_id, msg)
+            else:
+                st.update_rollout(rollout_id, current_wave=wave + 1, message=f"wave {wave + 1} passed")
+                _log.info("rollout %s: wave %d passed, starting wave %d", rollout_id, wave + 1, wave + 2)
+                touched += self.step(rollout_id)
+        return touched
+
+    def _set(self, ro: Row, m: Row, **values: Any) -> None:
+        self.store.update_member(ro["rollout_id"], m["device_id"], **values)
+        m.update(values)
+
+    def _observe(self, ro: Row, m: Row, d: Row | None, dev: Row | None, window: float, now: float) -> None:
+        state = m["state"]
+        if state in ("applying", "rolling_back"):
+            if d is None:
+                self._set(ro, m, state="failed", message="superseded by a newer deployment")
+            elif d["state"] == "applied":
+                if state == "rolling_back":
+                    self._set(ro, m, state="rolled_back", message=f"back on {m['previous_ref']}")
+                else:
+                    self._set(
+                        ro, m, state="health", swapped_at=d["done_at"] or now, message="watching health"
+                    )
+            elif d["state"] == "failed":
+                prefix = "rollback failed: " if state == "rolling_back" else ""
+                self._set(ro, m, state="failed", message=prefix + (d["message"] or "refused"))
+        elif state == "health" and dev is not None:
+            ok, why = health_verdict(ro, dev, m["swapped_at"])
+            if ok is False:
+                self._set(ro, m, state="failed", message=why)
+            elif ok and now - m["swapped_at"] >= window:
+                self._set(ro, m, state="succeeded", message=f"serving {ro['model_ref']}, healthy")
+
+    def _roll_back(self, ro: Row, members: list[Row]) -> list[str]:
+        touched = []
+        for m in members:
+            if m["state"] == "pending":
+                self._set(ro, m, state="skipped", message="not started")
+                continue
+            needs = m["state"] in ("applying", "health", "succeeded") or (
+                m["state"] == "failed" and m["swapped_at"] > 0
+            )
+            if not needs or not m["previous_ref"]:
+                continue
+            cmd = f"{ro['rollout_id']}.{m['device_id']}.rollback"
+            self.store.set_desired(
+                {
+                    "device_id": m["device_id"],
+                    "model_name": ro["model_name"],
+                    "kind": "rollback",
+                    "sha256": m["previous_sha"],
+                    "ref": m["previous_ref"],
+                    "command_id": cmd,
+                    "rollout_id": ro["rollout_id"],
+                    "health_window_s": 0.0,
+                }
+            )
+            self._set(
+                ro, m, state="rolling_back", command_id=cmd, message=f"rolling back to {m['previous_ref']}"
+            )
+            touched.append(m["device_id"])
+        return touched
+
+    def control(self, rollout_id: str, action: str) -> tuple[Row, list[str]]:
+        """pause | resume | abort | rollback, as the operator asks (runs on the database thread)."""
+        st = self.store
+        touched: list[str] = []
+        if action == "pause":
+            st.require_state(rollout_id, ("running",), action)
+            st.update_rollout(rollout_id, "running", state="paused", message="paused by operator")
+        elif action == "resume":
+            st.require_state(rollout_id, ("paused",), action)
+            st.update_rollout(rollout_id, "paused", state="running", message="resumed by operator")
+        elif action in ("abort", "rollback"):
+            allowed = (
+                ("running", "paused") if action == "abort" else ("running", "paused", "completed", "aborted")
+            )
+            ro = st.require_state(rollout_id, allowed, action)
+            if action == "rollback":
+                touched = self._roll_back(ro, ro["devices"])
+                st.update_rollout(rollout_id, state="rolled_back", message="rolled back by operator")
+            else:
+                for m in ro["devices"]:
+                    if m["state"] == "pending":
+                        self._set(ro, m, state="skipped", message="not started")
+                st.update_rollout(rollout_id, state="aborted", message="aborted by operator")
+        else:
+            raise InvalidArgumentError(f"unknown rollout action {action!r}")
+        return st.get_rollout(rollout_id), touched

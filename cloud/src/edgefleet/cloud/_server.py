@@ -1,0 +1,155 @@
+"""The controller's composition root: database, artifact store, rollout engine and the gRPC server
+(AgentService, FleetService and the standard health service), started in order and stopped in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from edgefleet.proto.v1 import agent_pb2_grpc, fleet_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ._agents import AgentHub, AgentServicer
+from ._errors import CloudError
+from ._fleet import FleetServicer
+from ._registry import ArtifactStore
+from ._rollouts import RolloutEngine
+from ._settings import ControllerSettings
+from ._store import Store
+
+__all__ = ["Controller", "server_options", "serve"]
+
+_log = logging.getLogger(__name__)
+SERVICES = ("edgefleet.proto.v1.AgentService", "edgefleet.proto.v1.FleetService")
+
+
+def server_options(settings: ControllerSettings) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+class Controller:
+    """One controller replica. ``async with Controller(settings) as c: await c.wait()``."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.port = 0
+        self._stack = contextlib.AsyncExitStack()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> Controller:
+        s = self.settings
+        try:
+            self.store = await asyncio.to_thread(Store, s.db_url)
+        except CloudError:
+            raise
+        self._stack.callback(self.store.close)
+        self.artifacts = ArtifactStore(s.artifacts_dir)
+        self.hub = AgentHub()
+        self.engine = RolloutEngine(
+            self.store,
+            s.replica_id,
+            notify=self.hub.notify,
+            tick_s=s.tick_s,
+            lease_s=s.lease_s,
+            stale_s=s.stale_s,
+        )
+        self.server = grpc.aio.server(options=server_options(s), maximum_concurrent_rpcs=10_000)
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake), self.server
+        )
+        fleet_pb2_grpc.add_FleetServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            FleetServicer(self.store, self.artifacts, self.hub, self.engine, s), self.server
+        )
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        try:
+            self.port = self.server.add_insecure_port(s.listen)
+        except RuntimeError as exc:
+            raise CloudError(f"cannot listen on {s.listen}: {exc}") from None
+        if s.replica_id.endswith(":0"):
+            s.replica_id = f"{s.replica_id[:-2]}:{self.port}"
+            self.engine.owner = s.replica_id
+        forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
+        if forgotten:
+            _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)
+        await self.server.start()
+        self._stack.push_async_callback(self._stop_server)
+        for name in ("", *SERVICES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._tasks = [asyncio.create_task(self.engine.run()), asyncio.create_task(self._sweep())]
+        self._stack.push_async_callback(self._cancel_tasks)
+        _log.info(
+            "controller %s listening on %s (db %s, schema v%d)",
+            s.replica_id,
+            s.listen,
+            self.store.engine.dialect.name,
+            self.store.version,
+        )
+        return self
+
+    async def _stop_server(self) -> None:
+        for name in ("", *SERVICES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.stop(self.settings.grace_s)
+
+    async def _cancel_tasks(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _sweep(self) -> None:
+        """Wake streams whose device has a command this replica has not sent (set by another replica)."""
+        while True:
+            await asyncio.sleep(self.settings.sweep_s)
+            try:
+                for device_id, command_id in await self.store.call(self.store.all_pending):
+                    conn = self.hub.conns.get(device_id)
+                    if conn is not None and command_id not in conn.sent:
+                        conn.wake.set()
+            except Exception:
+                _log.exception("pending-command sweep failed; retrying")
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def wait(self) -> None:
+        await self._stopped.wait()
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Controller:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def serve(settings: ControllerSettings, *, ready: Callable[[Controller], None] | None = None) -> None:
+    """Run a controller until SIGINT/SIGTERM (blocking)."""
+
+    async def main() -> None:
+        async with Controller(settings) as controller:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, controller.stop)
+            if ready is not None:
+                ready(controller)
+            await controller.wait()
+            _log.info("controller stopping")
+
+    asyncio.run(main())

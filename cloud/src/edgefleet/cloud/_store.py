@@ -1,0 +1,381 @@
+"""Reads and writes of the controller's state. Methods are synchronous (one transaction each); the
+asyncio server calls them through :meth:`Store.call`, which runs them on a small thread pool (one thread
+for SQLite, whose writers serialise anyway) so the event loop never blocks on the database."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ._db import create_engine, desired, devices, migrate, models, rollout_devices, rollouts
+from ._errors import ConflictError, DatabaseError, NotFoundError
+
+__all__ = ["Row", "Store", "effective_labels", "matches"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Row = dict[str, Any]
+
+
+def effective_labels(row: Mapping[str, Any]) -> dict[str, str]:
+    labels = dict(row["reported_labels"])
+    for k, v in row["label_overrides"].items():
+        if v is None:
+            labels.pop(k, None)
+        else:
+            labels[k] = v
+    return labels
+
+
+def matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class Store:
+    """The controller's database. ``url``: ``sqlite:///path`` or ``postgresql://...``."""
+
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.url = url
+        self.engine: Engine = create_engine(url)
+        self.clock = clock
+        try:
+            self.version = migrate(self.engine, clock)
+        except BaseException:
+            self.engine.dispose()
+            raise
+        workers = 1 if self.engine.dialect.name == "sqlite" else 8
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgefleet-db")
+
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn`` on the database pool; SQLAlchemy errors become DatabaseError (one line)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        except sa.exc.SQLAlchemyError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DatabaseError(f"database error: {first}") from exc
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        self.engine.dispose()
+
+    # --- models ------------------------------------------------------------------------------------
+    def add_model(self, row: Row) -> tuple[Row, bool]:
+        with self.engine.begin() as c:
+            old = c.execute(sa.select(models).where(models.c.sha256 == row["sha256"])).mappings().first()
+            if old is not None:
+                return dict(old), False
+            same = (
+                c.execute(
+                    sa.select(models).where(models.c.name == row["name"], models.c.version == row["version"])
+                )
+                .mappings()
+                .first()
+            )
+            if same is not None:
+                raise ConflictError(
+                    f"{row['name']}:{row['version']} is already in the registry with another artifact "
+                    f"({same['sha256'][:12]}…); publish a new version"
+                )
+            c.execute(sa.insert(models).values(**row))
+            return row, True
+
+    def list_models(self, name: str = "") -> list[Row]:
+        q = sa.select(models).order_by(models.c.name, models.c.pushed_at)
+        if name:
+            q = q.where(models.c.name == name)
+        with self.engine.connect() as c:
+            return [dict(r) for r in c.execute(q).mappings()]
+
+    def model_by_ref(self, ref: str) -> Row:
+        name, _, version = ref.partition(":")
+        with self.engine.connect() as c:
+            q = sa.select(models).where(models.c.name == name)
+            if version and version != "latest":
+                q = q.where(models.c.version == version)
+            else:
+                q = q.order_by(models.c.pushed_at.desc())
+            row = c.execute(q).mappings().first()
+        if row is None:
+            raise NotFoundError(f"model {ref} is not in the registry (see `edgefleet models ls`)")
+        return dict(row)
+
+    def model_by_sha(self, sha256: str) -> Row | None:
+        with self.engine.connect() as c:
+            row = c.execute(sa.select(models).where(models.c.sha256 == sha256)).mappings().first()
+        return dict(row) if row else None
+
+    # --- devices -----------------------------------------------------------------------------------
+    def hello(
+        self, device_id: str, labels: dict[str, str], caps: Row, pipelines: list[Row], conn_id: str
+    ) -> Row:
+        now = self.clock()
+        with self.engine.begin() as c:
+            old = c.execute(sa.select(devices.c.device_id).where(devices.c.device_id == device_id)).first()
+            values = {
+                "reported_labels": labels,
+                "capabilities": caps,
+                "pipelines": pipelines,
+                "online": True,
+                "connection": conn_id,
+                "last_seen": now,
+            }
+            if old is None:
+                c.execute(
+                    sa.insert(devices).values(
+                        device_id=device_id,
+                        label_overrides={},
+                        health={},
+                        health_at=0.0,
+                        first_seen=now,
+                        last_event="",
+                        **values,
+                    )
+                )
+            else:
+                c.execute(sa.update(devices).where(devices.c.device_id == device_id).values(**values))
+            return self._device(c, device_id)
+
+    def disconnect(self, device_id: str, conn_id: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(
+                sa.update(devices)
+                .where(devices.c.device_id == device_id, devices.c.connection == conn_id)
+                .values(online=False, last_seen=self.clock())
+            )
+
+    def forget_connections(self, replica_id: str) -> int:
+        """Mark offline the devices a previous life of this replica held (after a crash)."""
+        with self.engine.begin() as c:
+            res = c.execute(
+                sa.update(devices)
+                .where(devices.c.connection.like(f"{replica_id}#%"), devices.c.online.is_(True))
+                .values(online=False)
+            )
+            return int(res.rowcount or 0)
+
+    def status(self, device_id: str, pipelines: list[Row], health: Row) -> None:
+        now = self.clock()
+        with self.engine.begin() as c:
+            c.execute(
+                sa.update(devices)
+                .where(devices.c.device_id == device_id)
+                .values(pipelines=pipelines, health=health, health_at=now, last_seen=now)
+            )
+
+    def event(self, device_id: str, command_id: str, done: bool, ok: bool, message: str) -> None:
+        now = self.clock()
+        with self.engine.begin() as c:
+            row = c.execute(
+                sa.select(desired.c.state).where(
+                    desired.c.command_id == command_id, desired.c.device_id == device_id
+                )
+            ).first()
+            if row is not None and row[0] not in ("applied", "failed"):
+                state = ("applied" if ok else "failed") if done else "applying"
+                c.execute(
+                    sa.update(desired)
+                    .where(desired.c.command_id == command_id)
+                    .values(state=state, message=message, updated_at=now, done_at=now if done else 0.0)
+                )
+            c.execute(
+                sa.update(devices)
+                .where(devices.c.device_id == device_id)
+                .values(last_event=message, last_seen=now)
+            )
+
+    def _device(self, c: Connection, device_id: str) -> Row:
+        row = c.execute(sa.select(devices).where(devices.c.device_id == device_id)).mappings().first()
+        if row is None:
+            raise NotFoundError(f"no device {device_id!r} (see `edgefleet devices ls`)")
+        out = dict(row)
+        out["labels"] = effective_labels(out)
+        out["desired"] = [
+            dict(r)
+            for r in c.execute(
+                sa.select(desired).where(desired.c.device_id == device_id).order_by(desired.c.model_name)
+            ).mappings()
+        ]
+        return out
+
+    def get_device(self, device_id: str) -> Row:
+        with self.engine.connect() as c:
+            return self._device(c, device_id)
+
+    def list_devices(self, selector: Mapping[str, str] | None = None) -> list[Row]:
+        with self.engine.connect() as c:
+            rows = [dict(r) for r in c.execute(sa.select(devices).order_by(devices.c.device_id)).mappings()]
+            want = [r for r in rows if matches(effective_labels(r), selector or {})]
+            by_dev: dict[str, list[Row]] = {}
+            for d in c.execute(sa.select(desired).order_by(desired.c.model_name)).mappings():
+                by_dev.setdefault(d["device_id"], []).append(dict(d))
+        for r in want:
+            r["labels"] = effective_labels(r)
+            r["desired"] = by_dev.get(r["device_id"], [])
+        return want
+
+    def set_labels(self, device_id: str, set_: Mapping[str, str], remove: list[str]) -> Row:
+        with self.engine.begin() as c:
+            dev = self._device(c, device_id)
+            overrides = dict(dev["label_overrides"])
+            overrides.update(set_)
+            for k in remove:
+                overrides[k] = None
+            c.execute(
+                sa.update(devices).where(devices.c.device_id == device_id).values(label_overrides=overrides)
+            )
+            return self._device(c, device_id)
+
+    # --- desired state -----------------------------------------------------------------------------
+    def set_desired(self, row: Row) -> None:
+        """Replace a device's desired state for one model name (a new command id supersedes the old)."""
+        now = self.clock()
+        with self.engine.begin() as c:
+            key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
+            c.execute(sa.delete(desired).where(*key))
+            c.execute(
+                sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row)
+            )
+
+    def pending_commands(self, device_id: str) -> list[Row]:
+        with self.engine.connect() as c:
+            q = sa.select(desired).where(
+                desired.c.device_id == device_id, desired.c.state.in_(("pending", "applying"))
+            )
+            return [dict(r) for r in c.execute(q).mappings()]
+
+    def all_pending(self) -> list[tuple[str, str]]:
+        with self.engine.connect() as c:
+            q = sa.select(desired.c.device_id, desired.c.command_id).where(
+                desired.c.state.in_(("pending", "applying"))
+            )
+            return [(r[0], r[1]) for r in c.execute(q)]
+
+    def desired_by_command(self, command_ids: list[str]) -> dict[str, Row]:
+        if not command_ids:
+            return {}
+        with self.engine.connect() as c:
+            q = sa.select(desired).where(desired.c.command_id.in_(command_ids))
+            return {r["command_id"]: dict(r) for r in c.execute(q).mappings()}
+
+    # --- rollouts ----------------------------------------------------------------------------------
+    def create_rollout(self, row: Row, members: list[Row]) -> tuple[Row, bool]:
+        with self.engine.begin() as c:
+            if row.get("request_id"):
+                old = c.execute(
+                    sa.select(rollouts.c.rollout_id).where(rollouts.c.request_id == row["request_id"])
+                ).first()
+                if old is not None:
+                    return self._rollout(c, old[0]), False
+            active = c.execute(
+                sa.select(rollouts.c.rollout_id).where(
+                    rollouts.c.model_name == row["model_name"], rollouts.c.state.in_(("running", "paused"))
+                )
+            ).first()
+            if active is not None:
+                raise ConflictError(
+                    f"rollout {active[0]} of {row['model_name']} is still active; abort or wait for it first"
+                )
+            c.execute(sa.insert(rollouts).values(**row))
+            if members:
+                c.execute(sa.insert(rollout_devices), members)
+            return self._rollout(c, row["rollout_id"]), True
+
+    def _rollout(self, c: Connection, rollout_id: str) -> Row:
+        row = c.execute(sa.select(rollouts).where(rollouts.c.rollout_id == rollout_id)).mappings().first()
+        if row is None:
+            raise NotFoundError(f"no rollout {rollout_id!r} (see `edgefleet rollout status`)")
+        out = dict(row)
+        out["devices"] = [
+            dict(r)
+            for r in c.execute(
+                sa.select(rollout_devices)
+                .where(rollout_devices.c.rollout_id == rollout_id)
+                .order_by(rollout_devices.c.wave, rollout_devices.c.device_id)
+            ).mappings()
+        ]
+        return out
+
+    def get_rollout(self, rollout_id: str = "") -> Row:
+        with self.engine.connect() as c:
+            if not rollout_id:
+                last = c.execute(
+                    sa.select(rollouts.c.rollout_id).order_by(rollouts.c.created_at.desc()).limit(1)
+                ).first()
+                if last is None:
+                    raise NotFoundError("no rollouts yet (start one with `edgefleet deploy`)")
+                rollout_id = last[0]
+            return self._rollout(c, rollout_id)
+
+    def list_rollouts(self, limit: int = 20) -> list[Row]:
+        with self.engine.connect() as c:
+            ids = [
+                r[0]
+                for r in c.execute(
+                    sa.select(rollouts.c.rollout_id).order_by(rollouts.c.created_at.desc()).limit(limit)
+                )
+            ]
+            return [self._rollout(c, i) for i in ids]
+
+    def active_rollouts(self) -> list[str]:
+        """Rollouts that still need driving: running or paused, or with members mid-command."""
+        busy = sa.exists().where(
+            rollout_devices.c.rollout_id == rollouts.c.rollout_id,
+            rollout_devices.c.state.in_(("applying", "health", "rolling_back")),
+        )
+        q = sa.select(rollouts.c.rollout_id).where(rollouts.c.state.in_(("running", "paused")) | busy)
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q.order_by(rollouts.c.created_at))]
+
+    def acquire_lease(self, rollout_id: str, owner: str, seconds: float) -> bool:
+        now = self.clock()
+        with self.engine.begin() as c:
+            res = c.execute(
+                sa.update(rollouts)
+                .where(
+                    rollouts.c.rollout_id == rollout_id,
+                    (rollouts.c.lease_owner == owner) | (rollouts.c.lease_until < now),
+                )
+                .values(lease_owner=owner, lease_until=now + seconds)
+            )
+            return bool(res.rowcount)
+
+    def update_rollout(self, rollout_id: str, expect_state: str | None = None, **values: Any) -> bool:
+        with self.engine.begin() as c:
+            q = sa.update(rollouts).where(rollouts.c.rollout_id == rollout_id)
+            if expect_state is not None:
+                q = q.where(rollouts.c.state == expect_state)
+            res = c.execute(q.values(updated_at=self.clock(), **values))
+            return bool(res.rowcount)
+
+    def update_member(self, rollout_id: str, device_id: str, **values: Any) -> None:
+        with self.engine.begin() as c:
+            c.execute(
+                sa.update(rollout_devices)
+                .where(rollout_devices.c.rollout_id == rollout_id, rollout_devices.c.device_id == device_id)
+                .values(updated_at=self.clock(), **values)
+            )
+
+    def rollout_snapshot(self, rollout_id: str) -> tuple[Row, dict[str, Row]]:
+        """The rollout with its members, and each member device's row (online, health, pipelines)."""
+        with self.engine.connect() as c:
+            ro = self._rollout(c, rollout_id)
+            ids = [m["device_id"] for m in ro["devices"]]
+            devs = {
+                r["device_id"]: dict(r)
+                for r in c.execute(sa.select(devices).where(devices.c.device_id.in_(ids))).mappings()
+            }
+        return ro, devs
+
+    def require_state(self, rollout_id: str, allowed: tuple[str, ...], action: str) -> Row:
+        ro = self.get_rollout(rollout_id)
+        if ro["state"] not in allowed:
+            raise ConflictError(f"cannot {action} rollout {ro['rollout_id']}: it is {ro['state']}")
+        return ro

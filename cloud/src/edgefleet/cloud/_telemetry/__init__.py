@@ -1,0 +1,44 @@
+"""Controller-side telemetry: MQTT 5 ingestion (shared subscription), storage, health for rollout gates.
+
+Example::
+
+    from datetime import timedelta
+    from sqlalchemy import create_engine
+    from edgefleet.cloud._telemetry import Ingester, TelemetryStore, parse_broker_url
+
+    store = TelemetryStore(create_engine("sqlite:///controller.db"))
+    with Ingester(parse_broker_url("mqtt://127.0.0.1:1883"), store):
+        print(store.health("cam-1", timedelta(minutes=5)))
+
+Topics and payloads: docs/telemetry.md.
+"""
+
+from __future__ import annotations
+
+from ._broker import BrokerAddress, parse_broker_url
+from ._errors import TelemetryIngestError
+from ._ingest import INGEST_TOPIC, Ingester, IngesterState, IngestStats
+from ._schema import create_tables, telemetry_metadata
+from ._store import DeviceHealth, DeviceState, TelemetryStore, WriteResult, since_epoch
+from ._validate import Parsed, Rejected, parse_message, parse_topic
+
+__all__ = [
+    "INGEST_TOPIC",
+    "BrokerAddress",
+    "DeviceHealth",
+    "DeviceState",
+    "IngestStats",
+    "Ingester",
+    "IngesterState",
+    "Parsed",
+    "Rejected",
+    "TelemetryIngestError",
+    "TelemetryStore",
+    "WriteResult",
+    "create_tables",
+    "parse_broker_url",
+    "parse_message",
+    "parse_topic",
+    "since_epoch",
+    "telemetry_metadata",
+]

@@ -1,0 +1,306 @@
+"""MQTT 5 ingestion: a shared subscription, validation, batched dedup writes, acknowledgement after commit.
+
+Threads: paho's network thread only enqueues (bounded queue; when it is full the network thread waits,
+which pushes back on the broker through TCP instead of dropping). One writer thread validates, stores a
+batch in one transaction and only then sends the PUBACKs (``manual_ack``), so a message the broker
+considers delivered is in the database. The session is persistent (clean start off, session expiry), so
+messages published while this replica is away wait in the broker for it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from ._broker import BrokerAddress
+from ._errors import TelemetryIngestError
+from ._store import TelemetryStore
+from ._validate import Parsed, Rejected, parse_message
+
+__all__ = ["INGEST_TOPIC", "IngestStats", "Ingester", "IngesterState"]
+
+_log = logging.getLogger(__name__)
+
+SHARE_GROUP = "edgefleet-ingest"
+INGEST_TOPIC = "edgefleet/v1/+/+/+"
+
+
+class IngesterState(str, enum.Enum):
+    STOPPED = "stopped"
+    CONNECTING = "connecting"
+    SUBSCRIBED = "subscribed"
+    DISCONNECTED = "disconnected"
+
+
+@dataclass(frozen=True)
+class IngestStats:
+    state: IngesterState
+    received: int
+    stored: int
+    duplicates: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    store_errors: int = 0
+    queue_depth: int = 0
+    queue_full_waits: int = 0
+    batches: int = 0
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+
+@dataclass(frozen=True)
+class _Item:
+    topic: str
+    payload: bytes
+    content_type: str | None
+    mid: int
+    qos: int
+    generation: int
+
+
+class Ingester:
+    """Subscribes ``$share/edgefleet-ingest/edgefleet/v1/+/+/+`` and stores what it receives.
+
+    Example::
+
+        store = TelemetryStore(create_engine("sqlite:///controller.db"))
+        with Ingester(parse_broker_url("mqtt://127.0.0.1:1883"), store) as ingester:
+            ...
+            store.health("cam-1", timedelta(minutes=5))
+    """
+
+    def __init__(
+        self,
+        broker: BrokerAddress,
+        store: TelemetryStore,
+        *,
+        client_id: str | None = None,
+        shared: bool = True,
+        max_payload_bytes: int = 256 * 1024,
+        queue_size: int = 10_000,
+        batch_max: int = 500,
+        session_expiry_s: int = 3600,
+        compact_every_s: float | None = 600.0,
+        retention: dict[str, Any] | None = None,
+        on_stored: Callable[[list[Parsed]], None] | None = None,  # called with each batch newly stored
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.client_id = client_id or f"edgefleet-ingest-{socket.gethostname()}"
+        self.topic = f"$share/{SHARE_GROUP}/{INGEST_TOPIC}" if shared else INGEST_TOPIC
+        self._max_payload = max_payload_bytes
+        self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
+        self._batch_max = batch_max
+        self._session_expiry = session_expiry_s
+        self._compact_every = compact_every_s
+        self._retention = dict(retention or {})
+        self._on_stored = on_stored
+        self._lock = threading.Lock()
+        self._state = IngesterState.STOPPED
+        self._generation = 0
+        self._counts: Counter[str] = Counter()
+        self._rejected: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._subscribed = threading.Event()
+        self._client: mqtt.Client | None = None
+        self._writer: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._client is not None:
+            return
+        self._stop.clear()
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=self.client_id,
+            protocol=mqtt.MQTTv5,
+            manual_ack=True,
+        )
+        client.reconnect_delay_set(0.1, 5)  # type: ignore[arg-type]  # paho accepts float seconds
+        client.max_queued_messages_set(0)
+        self.broker.configure(client)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = self._session_expiry
+        props.ReceiveMaximum = min(65535, max(10, self._batch_max * 2))
+        self._set_state(IngesterState.CONNECTING)
+        client.connect_async(
+            self.broker.host, self.broker.port, keepalive=30, clean_start=False, properties=props
+        )
+        client.loop_start()
+        self._client = client
+        self._writer = threading.Thread(
+            target=self._write_loop, name="edgefleet-telemetry-ingest", daemon=True
+        )
+        self._writer.start()
+
+    def wait_subscribed(self, timeout_s: float) -> bool:
+        """Wait until the subscription is acknowledged (after start or a reconnect)."""
+        return self._subscribed.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Store what is queued (bounded by ``timeout_s``), then disconnect; the broker keeps the session."""
+        client, self._client = self._client, None
+        if client is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while not self._queue.empty() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._stop.set()
+        if self._writer is not None:
+            self._writer.join(timeout=max(0.1, deadline - time.monotonic()) + 1.0)
+            self._writer = None
+        client.disconnect()
+        client.loop_stop()
+        self._set_state(IngesterState.STOPPED)
+
+    def __enter__(self) -> Ingester:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- observation -------------------------------------------------------------------------------
+    @property
+    def state(self) -> IngesterState:
+        with self._lock:
+            return self._state
+
+    def stats(self) -> IngestStats:
+        with self._lock:
+            return IngestStats(
+                state=self._state,
+                received=self._counts["received"],
+                stored=self._counts["stored"],
+                duplicates=self._counts["duplicates"],
+                rejected=dict(self._rejected),
+                store_errors=self._counts["store_errors"],
+                queue_depth=self._queue.qsize(),
+                queue_full_waits=self._counts["queue_full_waits"],
+                batches=self._counts["batches"],
+            )
+
+    # --- paho callbacks (network thread) -----------------------------------------------------------
+    def _set_state(self, state: IngesterState) -> None:
+        with self._lock:
+            self._state = state
+
+    def _on_connect(self, client: mqtt.Client, _u: Any, flags: Any, reason: ReasonCode, _p: Any) -> None:
+        if reason.is_failure:
+            _log.warning("telemetry ingest: broker %s refused: %s", self.broker.redacted_url, reason)
+            return
+        with self._lock:
+            self._generation += 1
+        _log.info(
+            "telemetry ingest connected to %s (session present: %s)",
+            self.broker.redacted_url,
+            getattr(flags, "session_present", None),
+        )
+        client.subscribe(self.topic, options=SubscribeOptions(qos=1))
+
+    def _on_subscribe(self, _c: mqtt.Client, _u: Any, _mid: int, reasons: list[ReasonCode], _p: Any) -> None:
+        if any(r.is_failure for r in reasons):
+            _log.error("telemetry ingest: subscription to %s refused: %s", self.topic, reasons)
+            return
+        self._set_state(IngesterState.SUBSCRIBED)
+        self._subscribed.set()
+
+    def _on_disconnect(self, _c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
+        self._subscribed.clear()
+        if self._client is not None:
+            _log.warning("telemetry ingest disconnected: %s (reconnecting)", reason)
+            self._set_state(IngesterState.DISCONNECTED)
+
+    def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        props = getattr(msg, "properties", None)
+        content_type = getattr(props, "ContentType", None) if props is not None else None
+        with self._lock:
+            self._counts["received"] += 1
+            generation = self._generation
+        item = _Item(msg.topic, bytes(msg.payload), content_type, msg.mid, msg.qos, generation)
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                with self._lock:
+                    self._counts["queue_full_waits"] += 1
+
+    # --- writer thread -----------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        last_compact = time.monotonic()
+        while not self._stop.is_set() or not self._queue.empty():
+            try:
+                first = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                last_compact = self._maybe_compact(last_compact)
+                continue
+            items = [first]
+            while len(items) < self._batch_max:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            self._process(items)
+            last_compact = self._maybe_compact(last_compact)
+
+    def _process(self, items: list[_Item]) -> None:
+        parsed: list[Parsed] = []
+        for it in items:
+            try:
+                parsed.append(parse_message(it.topic, it.payload, it.content_type, self._max_payload))
+            except Rejected as rej:
+                _log.debug("telemetry rejected on %s: %s", it.topic[:200], rej)
+                with self._lock:
+                    self._rejected[rej.reason] += 1
+        try:
+            result = self.store.write(parsed)
+        except TelemetryIngestError:
+            # Not acknowledged: the broker redelivers after the next reconnect. Reconnect now.
+            _log.exception("telemetry batch of %d not stored", len(parsed))
+            with self._lock:
+                self._counts["store_errors"] += 1
+            if self._client is not None:
+                self._client.reconnect()
+            return
+        with self._lock:
+            self._counts["stored"] += result.stored
+            self._counts["duplicates"] += result.duplicates
+            self._counts["batches"] += 1
+            generation = self._generation
+        client = self._client
+        if client is not None:
+            for it in items:
+                if it.qos > 0 and it.generation == generation:
+                    client.ack(it.mid, it.qos)
+        if self._on_stored is not None and result.fresh:
+            self._on_stored(result.fresh)
+
+    def _maybe_compact(self, last: float) -> float:
+        if self._compact_every is None or time.monotonic() - last < self._compact_every:
+            return last
+        try:
+            self.store.compact(**self._retention)
+        except TelemetryIngestError:
+            _log.exception("telemetry retention failed")
+        return time.monotonic()

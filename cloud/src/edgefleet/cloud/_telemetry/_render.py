@@ -1,0 +1,154 @@
+"""Rich output for the telemetry CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from ._broker import BrokerAddress
+from ._errors import TelemetryIngestError
+from ._validate import Parsed, Rejected
+
+__all__ = ["print_live", "print_summary", "summary_line"]
+
+
+def _ts(epoch: float | None) -> str:
+    if not epoch:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def summary_line(p: Parsed) -> str:
+    """One human line per message."""
+    m = p.message
+    if p.kind == "status":
+        state = "online" if m.state == 1 else "offline"
+        extra = " (last will)" if m.last_will else ""
+        return f"{state}{extra} connection={m.connection} reason={m.reason or '-'}"
+    if p.kind == "telemetry":
+        parts = []
+        for pl in m.pipelines:
+            parts.append(
+                f"{pl.name}: {pl.fps:.1f} fps p95 {pl.latency.p95_ms:.1f} ms drops {pl.dropped} "
+                f"model {pl.model_version or '-'}"
+            )
+        s = m.system
+        gpu = f" gpu {s.gpus[0].utilization_pct:.0f}%" if len(s.gpus) else ""
+        parts.append(
+            f"cpu {s.cpu_pct:.0f}% ram {s.ram_used_bytes / 2**30:.1f}/{s.ram_total_bytes / 2**30:.1f} GiB"
+            + gpu
+        )
+        if m.spool.pending or m.spool.dropped:
+            parts.append(f"spool {m.spool.pending} pending, {m.spool.dropped} dropped")
+        return "; ".join(parts)
+    kind = m.WhichOneof("kind")
+    if kind == "detections":
+        d = m.detections
+        labels = ", ".join(f"{x.label} {x.score:.2f}" for x in d.detections[:5])
+        return f"detections {d.stream_id}#{d.frame_sequence}: {labels}"
+    if kind == "swap":
+        sw = m.swap
+        return (
+            f"swap {sw.pipeline} {sw.from_version} -> {sw.to_version}: {sw.Phase.Name(sw.phase)} {sw.reason}"
+        )
+    if kind == "engine_build":
+        eb = m.engine_build
+        done = " done" if eb.done else ""
+        return f"engine build {eb.model_version} [{eb.target}] {eb.progress:.0%}{done} {eb.error}"
+    return f"error {m.error.component}: {m.error.message}"
+
+
+def print_live(
+    broker: BrokerAddress,
+    device: str,
+    *,
+    fleet: str,
+    kind: str,
+    json_out: bool,
+    count: int | None,
+    timeout: float | None,
+) -> None:
+    from rich.console import Console
+
+    from ._tail import tail
+
+    console = Console(highlight=False)
+    seen = 0
+    if not json_out:
+        console.print(f"[dim]tailing {device} on {broker.redacted_url} (Ctrl-C to stop)[/]")
+    try:
+        for item in tail(broker, device, fleet=fleet, kind=kind, timeout_s=timeout):
+            if isinstance(item, Rejected):
+                console.print(f"[yellow]rejected[/] {item.reason}: {item.detail}")
+                continue
+            if json_out:
+                print(item.payload_json, flush=True)
+            else:
+                console.print(
+                    f"{_ts(item.time)} [bold]{item.kind:<9}[/] #{item.sequence} {summary_line(item)}"
+                )
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+
+
+def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ._store import TelemetryStore
+
+    engine = create_engine(db)
+    try:
+        store = TelemetryStore(engine, create=False)
+        health = store.health(device, window)
+        state = store.device(device)
+        latest = store.recent(device, window, kind="telemetry", limit=1)
+        events = store.recent(device, window, kind="events", limit=10)
+    except SQLAlchemyError as exc:
+        raise TelemetryIngestError(
+            f"cannot read telemetry from {db.rsplit('@', maxsplit=1)[-1]}: {exc.__class__.__name__}"
+        ) from None
+    finally:
+        engine.dispose()
+    if state is None:
+        raise TelemetryIngestError(f"no telemetry from device {device!r} in this database")
+    if json_out:
+        out: dict[str, Any] = {
+            "device": device,
+            "window_s": window.total_seconds(),
+            "health": health.to_dict(),
+            "models": state.models,
+            "latest": latest[-1]["message"] if latest else None,
+            "events": [e["message"] for e in events],
+        }
+        print(json.dumps(out, indent=2))
+        return
+    console = Console(highlight=False)
+    table = Table(title=f"{device} ({state.fleet}) over the last {window}", show_header=False)
+    table.add_row("online", "[green]yes[/]" if health.online else "[red]no[/]")
+    table.add_row("last seen", _ts(health.last_seen))
+    table.add_row("fps (mean)", f"{health.fps:.1f}" if health.fps is not None else "-")
+    table.add_row("p95 latency (worst)", f"{health.p95_ms:.1f} ms" if health.p95_ms is not None else "-")
+    table.add_row("errors", str(health.errors))
+    table.add_row("samples", str(health.samples))
+    table.add_row(
+        "models", ", ".join(f"{m['pipeline']}: {m['name']}:{m['version']}" for m in state.models) or "-"
+    )
+    table.add_row("agent", state.agent_version or "-")
+    console.print(table)
+    if events:
+        ev = Table(title="recent events")
+        ev.add_column("seq")
+        ev.add_column("event")
+        for e in events:
+            msg = e["message"]
+            kind = next((k for k in ("detections", "swap", "engineBuild", "error") if k in msg), "?")
+            ev.add_row(str(e["seq"]), f"{kind}: {json.dumps(msg.get(kind))[:100]}")
+        console.print(ev)

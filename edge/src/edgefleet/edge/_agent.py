@@ -1,0 +1,455 @@
+"""The agent: runs the configured pipelines, keeps one Connect stream to the controller (reconnecting
+with jittered exponential backoff), executes id-tagged commands exactly once, and reports every step.
+
+Concurrency: the control plane is asyncio (grpc.aio); the SDK pipelines run on their own threads and
+every blocking call into them goes through ``asyncio.to_thread``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography.hazmat.primitives import serialization
+from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from edgefleet.sdk import EdgefleetError, ModelPackage, load_public_key
+from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+
+from ._caps import detect_capabilities
+from ._config import AgentConfig
+from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
+from ._fetch import download
+from ._modelstore import ModelStore
+from ._runtime import PipelineHost
+from ._state import AgentState
+
+__all__ = ["Agent", "load_trusted_keys"]
+
+_log = logging.getLogger(__name__)
+VERSION = "0.1.0"
+_STEPS = {
+    "load": agent_pb2.STEP_LOADING,
+    "warmup": agent_pb2.STEP_WARMUP,
+    "gate": agent_pb2.STEP_GATE,
+    "cutover": agent_pb2.STEP_CUTOVER,
+    "health": agent_pb2.STEP_HEALTH,
+    "rollback": agent_pb2.STEP_ROLLED_BACK,
+    "done": agent_pb2.STEP_HEALTH,
+    "failed": agent_pb2.STEP_GATE,
+}
+
+
+def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
+    keys: dict[str, Any] = {}
+    for path in paths:
+        key = load_public_key(path)
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        keys[hashlib.sha256(raw).hexdigest()[:16]] = key
+    return keys
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        try:
+            keys = load_trusted_keys(config.trusted_keys)
+        except EdgefleetError as exc:
+            raise AgentError(str(exc)) from None
+        if config.require_signature and not keys:
+            raise AgentError(
+                "trusted_keys is empty: give the publisher public keys, or require_signature: false"
+            )
+        self.store = ModelStore(config.state_dir, keys, require_signature=config.require_signature)
+        self.state = AgentState(config.state_dir / "state.json")
+        self.hosts: dict[str, PipelineHost] = {}
+        self.status_interval_s = 5.0
+        self.connected = asyncio.Event()
+        self._out: asyncio.Queue[agent_pb2.AgentMessage] | None = None
+        self._inflight: set[str] = set()
+        self._apply_lock = asyncio.Lock()
+        self._generation = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._caps = detect_capabilities(VERSION)
+
+    # --- pipelines ---------------------------------------------------------------------------------
+    def start_pipelines(self) -> None:
+        """Start every pipeline on its last-good version (or the config's package on first boot)."""
+        for name, pc in self.config.pipelines.items():
+            host = PipelineHost(name, pc)
+            pkg: ModelPackage | None = None
+            last = self.state.serving.get(name)
+            if last:
+                try:
+                    pkg = self.store.load(Path(last["path"]))
+                except AgentError as exc:
+                    _log.error(
+                        "pipeline %s: last-good %s unusable (%s); using the config's model",
+                        name,
+                        last.get("ref"),
+                        exc,
+                    )
+            if pkg is None:
+                pkg = self.store.load(pc.model)
+            host.start(pkg)
+            self.hosts[name] = host
+            entry = self.state.packages.setdefault(
+                pkg.ref, {"sha256": (last or {}).get("sha256", ""), "path": ""}
+            )
+            entry["path"] = str(pkg.root)
+            prev = self.state.previous.get(name)
+            if prev and prev.get("path"):
+                with contextlib.suppress(AgentError):
+                    host.previous = self.store.load(Path(prev["path"]))
+        self.state.save()
+
+    def close_pipelines(self) -> None:
+        for host in self.hosts.values():
+            host.close()
+
+    def pipeline_statuses(self) -> list[dict[str, Any]]:
+        out = []
+        for name, host in self.hosts.items():
+            st = host.status()
+            st["model_sha256"] = (
+                (self.state.serving.get(name) or {}).get("sha256", "")
+                if ((self.state.serving.get(name) or {}).get("ref") == st["model_ref"])
+                else self.state.packages.get(st["model_ref"], {}).get("sha256", "")
+            )
+            out.append(st)
+        return out
+
+    # --- the connection ----------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Connect, serve commands, reconnect on failure, until ``stop`` is set."""
+        self._loop = asyncio.get_running_loop()
+        c = self.config.controller
+        failures = 0
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await self._session(stop)
+            except grpc.aio.AioRpcError as exc:
+                _log.warning("controller %s: %s (%s)", c.address, exc.code().name, exc.details())
+            except (OSError, TimeoutError) as exc:
+                _log.warning("controller %s: %s", c.address, exc)
+            finally:
+                self._out = None
+                self.connected.clear()
+            if stop.is_set():
+                break
+            failures = 0 if time.monotonic() - started > 60 else failures + 1
+            delay = random.uniform(0, min(c.backoff_max_s, c.backoff_initial_s * 2 ** min(failures, 16)))
+            _log.info("reconnecting in %.1f s", delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _hello(self) -> agent_pb2.AgentMessage:
+        caps = ParseDict(self._caps, common_pb2.Capabilities())
+        pipes = [ParseDict(p, common_pb2.PipelineStatus()) for p in self.pipeline_statuses()]
+        return agent_pb2.AgentMessage(
+            hello=agent_pb2.Hello(
+                device_id=self.config.device_id,
+                labels=self.config.labels,
+                capabilities=caps,
+                pipelines=pipes,
+                agent_version=VERSION,
+            )
+        )
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        c = self.config.controller
+        options = [
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.max_receive_message_length", 4 << 20),
+            ("grpc.max_send_message_length", 4 << 20),
+        ]
+        async with grpc.aio.insecure_channel(c.address, options=options) as channel:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
+            await asyncio.wait_for(channel.channel_ready(), c.connect_timeout_s)
+            out: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue(maxsize=1000)
+            hello = self._hello()
+
+            async def requests() -> AsyncIterator[agent_pb2.AgentMessage]:
+                yield hello
+                while True:
+                    yield await out.get()
+
+            call = stub.Connect(requests(), timeout=c.stream_max_s)
+            stopper = asyncio.create_task(stop.wait())
+            stopper.add_done_callback(lambda _t: call.cancel())
+            status_task: asyncio.Task[None] | None = None
+            try:
+                async for msg in call:
+                    kind = msg.WhichOneof("body")
+                    if kind == "welcome":
+                        self.status_interval_s = msg.welcome.status_interval_s or 5.0
+                        self._out = out
+                        self.connected.set()
+                        _log.info("connected to controller %s at %s", msg.welcome.controller_id, c.address)
+                        status_task = asyncio.create_task(self._report_status(stub))
+                    elif kind == "command":
+                        self._on_command(stub, msg.command)
+            except asyncio.CancelledError:
+                if not stop.is_set():
+                    raise
+            finally:
+                stopper.cancel()
+                if status_task is not None:
+                    status_task.cancel()
+
+    def _send(self, msg: agent_pb2.AgentMessage) -> None:
+        q = self._out
+        if q is None:
+            return  # offline: the outcome is kept in the state and repeated when the command comes again
+        with contextlib.suppress(asyncio.QueueFull):
+            q.put_nowait(msg)
+
+    async def _report_status(self, stub: Any) -> None:
+        while True:
+            pipes = await asyncio.to_thread(self.pipeline_statuses)
+            healthy = all(p["health"].get("healthy", False) for p in pipes)
+            self._send(
+                agent_pb2.AgentMessage(
+                    status=agent_pb2.StatusReport(
+                        pipelines=[ParseDict(p, common_pb2.PipelineStatus()) for p in pipes],
+                        health=common_pb2.Health(
+                            fps=sum(p["health"].get("fps", 0.0) for p in pipes),
+                            latency_p95_ms=max(
+                                (p["health"].get("latency_p95_ms", 0.0) for p in pipes), default=0.0
+                            ),
+                            healthy=healthy,
+                        ),
+                        sent_at=time.time(),
+                    )
+                )
+            )
+            await asyncio.sleep(self.status_interval_s)
+
+    def event(
+        self,
+        command_id: str,
+        step: Any,
+        message: str = "",
+        *,
+        done: bool = False,
+        ok: bool = False,
+        duplicate: bool = False,
+        model_ref: str = "",
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        _log.info("command %s: %s %s", command_id, agent_pb2.Step.Name(step), message)
+        self._send(
+            agent_pb2.AgentMessage(
+                event=agent_pb2.CommandEvent(
+                    command_id=command_id,
+                    step=step,
+                    done=done,
+                    ok=ok,
+                    message=message,
+                    duplicate=duplicate,
+                    at=time.time(),
+                    model_ref=model_ref,
+                    metrics=metrics or {},
+                )
+            )
+        )
+
+    # --- commands ----------------------------------------------------------------------------------
+    def _on_command(self, stub: Any, cmd: agent_pb2.Command) -> None:
+        cid = cmd.command_id
+        seen = self.state.commands.get(cid)
+        if seen is not None:
+            self.event(
+                cid,
+                agent_pb2.STEP_DONE,
+                seen["message"],
+                done=True,
+                ok=seen["ok"],
+                duplicate=True,
+                model_ref=seen.get("model_ref", ""),
+            )
+            return
+        if cid in self._inflight:
+            self.event(cid, agent_pb2.STEP_RECEIVED, "already in progress", duplicate=True)
+            return
+        self._inflight.add(cid)
+        task = asyncio.create_task(self._execute(stub, cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, stub: Any, cmd: agent_pb2.Command) -> None:
+        cid = cmd.command_id
+        try:
+            async with self._apply_lock:
+                self.event(cid, agent_pb2.STEP_RECEIVED, cmd.WhichOneof("kind") or "")
+                try:
+                    if cmd.WhichOneof("kind") == "apply":
+                        ok, message, ref = True, *await self._apply(stub, cid, cmd.apply)
+                    elif cmd.WhichOneof("kind") == "rollback":
+                        ok, message, ref = True, *await self._rollback(cid, cmd.rollback)
+                    else:
+                        raise ApplyError("unknown command kind (is the agent older than the controller?)")
+                except DownloadInterruptedError as exc:
+                    # not an outcome: the command runs again when the controller repeats it
+                    self.event(cid, agent_pb2.STEP_DOWNLOADING, f"{exc}; will resume")
+                    return
+                except (AgentError, EdgefleetError) as exc:
+                    ok, message, ref = False, str(exc), self._serving_ref(cmd)
+                    _log.warning("command %s refused: %s", cid, message)
+                self.state.record_command(cid, ok, message, ref)
+                self.event(cid, agent_pb2.STEP_DONE, message, done=True, ok=ok, model_ref=ref)
+        finally:
+            self._inflight.discard(cid)
+
+    def _serving_ref(self, cmd: agent_pb2.Command) -> str:
+        name = cmd.apply.model.name if cmd.WhichOneof("kind") == "apply" else cmd.rollback.model_name
+        return next((h.ref for h in self.hosts.values() if h.model_name == name), "")
+
+    def _progress(self, cid: str) -> Any:
+        loop = self._loop
+
+        def cb(stage: str, message: str) -> None:
+            if loop is not None:
+                loop.call_soon_threadsafe(
+                    self.event, cid, _STEPS.get(stage, agent_pb2.STEP_UNSPECIFIED), message
+                )
+
+        return cb
+
+    async def _fetch_package(self, stub: Any, cid: str, m: common_pb2.ModelRef) -> ModelPackage:
+        root = self.store.installed(m.sha256)
+        if root is not None:
+            return self.store.load(root)
+        part = self.store.partial(m.sha256)
+        have = part.stat().st_size if part.exists() else 0
+        self.event(
+            cid,
+            agent_pb2.STEP_DOWNLOADING,
+            f"resuming at {have} of {m.size} bytes" if have else f"{m.size} bytes",
+            metrics={"offset": float(have), "size": float(m.size)},
+        )
+        rate = self.config.download_rate_limit_kbps * 1000.0
+        for attempt in range(3):
+            try:
+                await download(
+                    stub,
+                    sha256=m.sha256,
+                    size=m.size,
+                    dest=part,
+                    device_id=self.config.device_id,
+                    rate_limit_bps=rate,
+                )
+                break
+            except DownloadInterruptedError as exc:
+                if attempt == 2:
+                    raise
+                _log.warning("%s; retrying", exc)
+                await asyncio.sleep(1.0 + attempt)
+        self.event(cid, agent_pb2.STEP_VERIFYING, "sha256, files and signature")
+        try:
+            pkg = await asyncio.to_thread(self.store.install, part, m.sha256, m.size)
+        except ArtifactError:
+            part.unlink(missing_ok=True)  # a bad download is not resumed
+            raise
+        part.unlink(missing_ok=True)
+        self.event(cid, agent_pb2.STEP_INSTALLING, f"installed {pkg.ref}")
+        return pkg
+
+    async def _apply(self, stub: Any, cid: str, apply: agent_pb2.ApplyModel) -> tuple[str, str]:
+        m = apply.model
+        ref = f"{m.name}:{m.version}"
+        hosts = [h for h in self.hosts.values() if h.model_name == m.name]
+        if not hosts:
+            raise ApplyError(f"no pipeline on {self.config.device_id} serves a model named {m.name}")
+        if all(h.ref == ref for h in hosts):
+            return f"already serving {ref}", ref
+        pkg = await self._fetch_package(stub, cid, m)
+        if pkg.ref != ref:
+            raise ArtifactError(f"artifact {m.sha256[:12]}… holds {pkg.ref}, not {ref}")
+        self.state.packages[ref] = {"sha256": m.sha256, "path": str(pkg.root)}
+        self.state.save()
+        window = (
+            self.config.health_window_s if self.config.health_window_s is not None else apply.health_window_s
+        )
+        done: list[tuple[PipelineHost, ModelPackage | None]] = []
+        for h in hosts:
+            before = h.package
+            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid))
+            if not outcome.ok:
+                for other, prev in done:  # keep every pipeline on one version
+                    if prev is not None:
+                        await asyncio.to_thread(other.rollback_to, prev, self._progress(cid))
+                raise ApplyError(
+                    f"{ref} refused at {outcome.stage}: {outcome.error}; {before.ref if before else '?'} "
+                    "keeps serving"
+                )
+            done.append((h, before))
+        self._generation += 1
+        task = asyncio.create_task(self._watch(cid, hosts, pkg, m.sha256, window, self._generation))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref
+
+    async def _watch(
+        self, cid: str, hosts: list[PipelineHost], pkg: ModelPackage, sha: str, window: float, generation: int
+    ) -> None:
+        """After the health window, the new version becomes last-good; a rollback by the SDK is reported."""
+        deadline = time.monotonic() + window
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+            if generation != self._generation:
+                return
+            back = [h for h in hosts if h.ref != pkg.ref]
+            if back:
+                self.event(
+                    cid,
+                    agent_pb2.STEP_ROLLED_BACK,
+                    f"{pkg.ref} rolled back during its health window; {back[0].ref} serving",
+                    model_ref=back[0].ref,
+                )
+                return
+        if generation != self._generation:
+            return
+        for h in hosts:
+            old = self.state.serving.get(h.name)
+            if old is None and h.previous is not None:
+                old = {"ref": h.previous.ref, "sha256": "", "path": str(h.previous.root)}
+            if old is not None:
+                self.state.previous[h.name] = old
+            self.state.serving[h.name] = {"ref": pkg.ref, "sha256": sha, "path": str(pkg.root)}
+        self.state.save()
+        self.event(cid, agent_pb2.STEP_HEALTH, f"{pkg.ref} healthy; now last-good", model_ref=pkg.ref)
+
+    async def _rollback(self, cid: str, rb: agent_pb2.RollbackModel) -> tuple[str, str]:
+        hosts = [h for h in self.hosts.values() if h.model_name == rb.model_name]
+        if not hosts:
+            raise ApplyError(f"no pipeline serves a model named {rb.model_name}")
+        entry = self.state.packages.get(rb.to_ref)
+        if not entry or not entry.get("path"):
+            raise ApplyError(f"{rb.to_ref} is not held on this device any more")
+        pkg = self.store.load(Path(entry["path"]))
+        self._generation += 1
+        for h in hosts:
+            outcome = await asyncio.to_thread(h.rollback_to, pkg, self._progress(cid))
+            if not outcome.ok:
+                raise ApplyError(f"rollback to {rb.to_ref} failed at {outcome.stage}: {outcome.error}")
+            self.state.serving[h.name] = {
+                "ref": pkg.ref,
+                "sha256": entry.get("sha256", ""),
+                "path": str(pkg.root),
+            }
+        self.state.save()
+        return f"rolled back to {rb.to_ref}", rb.to_ref

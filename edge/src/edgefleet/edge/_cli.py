@@ -1,0 +1,39 @@
+"""``edgefleet agent --config agent.yaml``: run the edge agent until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(cli: Any) -> None:
+    app: typer.Typer = cli.app
+
+    @app.command("agent", no_args_is_help=True)
+    def agent(
+        config: Annotated[Path, typer.Option("--config", "-c", help="agent.yaml")],
+        log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    ) -> None:
+        """Run the edge agent: the configured pipelines, following the controller."""
+        import logging
+
+        from edgefleet.sdk import EdgefleetError
+        from rich.console import Console
+        from rich.markup import escape
+
+        from ._errors import AgentError
+        from ._main import run_agent
+
+        logging.getLogger().setLevel(log_level.upper())
+        logging.getLogger("edgefleet").setLevel(log_level.upper())
+        try:
+            run_agent(config)
+        except (AgentError, EdgefleetError) as exc:
+            Console(stderr=True).print(
+                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(1) from None

@@ -1,0 +1,104 @@
+"""agent.yaml: a strict schema validated once at start-up; relative paths are relative to the file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from edgefleet.sdk import PipelineConfig
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._errors import AgentConfigError
+
+__all__ = ["AgentConfig", "ControllerConfig", "load_agent_config"]
+
+_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ControllerConfig(_Strict):
+    address: str = Field("127.0.0.1:50051", description="Controller host:port")
+    connect_timeout_s: float = Field(10.0, gt=0, description="Deadline to open the stream and get a Welcome")
+    stream_max_s: float = Field(3600.0, gt=0, description="Deadline of one Connect stream; then reconnect")
+    rpc_timeout_s: float = Field(15.0, gt=0, description="Deadline of short calls")
+    backoff_initial_s: float = Field(1.0, gt=0)
+    backoff_max_s: float = Field(60.0, gt=0)
+
+
+class AgentConfig(_Strict):
+    """Example::
+
+    device_id: cam-01
+    labels: {site: plant-a}
+    controller: {address: controller.example:50051}
+    trusted_keys: [publisher.pub.pem]
+    state_dir: /var/lib/edgefleet
+    pipelines:
+      entrance: {model: models/nanodet-m, sources: ["rtsp://cam/stream"]}
+    """
+
+    device_id: str = Field(description="Unique device name, [a-z0-9][a-z0-9._-]{0,63}")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels rollouts select on")
+    controller: ControllerConfig = Field(default_factory=ControllerConfig)  # type: ignore[arg-type]
+    trusted_keys: tuple[Path, ...] = Field(default=(), description="Publisher public keys (PEM)")
+    require_signature: bool = Field(True, description="Refuse unsigned model packages")
+    state_dir: Path = Field(Path("edgefleet-agent"), description="Model store, downloads and agent state")
+    download_rate_limit_kbps: float = Field(0.0, ge=0, description="Cap on download speed (0: none)")
+    health_window_s: float | None = Field(None, ge=0, description="Overrides the controller's window")
+    pipelines: dict[str, PipelineConfig] = Field(min_length=1, description="Named SDK pipeline configs")
+
+    @field_validator("device_id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not _DEVICE_RE.match(v):
+            raise ValueError("must match [a-z0-9][a-z0-9._-]{0,63}")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _check_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not _LABEL_RE.match(k) or not (val == "" or _LABEL_RE.match(val)):
+                raise ValueError(f"{k}={val} is not a valid label (letters, digits, . _ / -)")
+        return v
+
+
+def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    def rel(p: Any) -> Any:
+        return str(base / p) if isinstance(p, str) and not Path(p).is_absolute() else p
+
+    out = dict(data)
+    if "state_dir" in out:
+        out["state_dir"] = rel(out["state_dir"])
+    if isinstance(out.get("trusted_keys"), list):
+        out["trusted_keys"] = [rel(p) for p in out["trusted_keys"]]
+    pipes = out.get("pipelines")
+    if isinstance(pipes, dict):
+        out["pipelines"] = {
+            k: ({**v, "model": rel(v["model"])} if isinstance(v, dict) and "model" in v else v)
+            for k, v in pipes.items()
+        }
+    return out
+
+
+def load_agent_config(path: Path) -> AgentConfig:
+    """Read and validate agent.yaml; errors name the file and the field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AgentConfigError(f"{path}: no such config file") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise AgentConfigError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise AgentConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        return AgentConfig.model_validate(_resolve(data, path.parent))
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+        raise AgentConfigError(f"{path}: " + "; ".join(parts)) from None

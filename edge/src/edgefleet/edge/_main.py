@@ -1,0 +1,35 @@
+"""The agent's composition root: config → agent → pipelines → connection, torn down in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from ._agent import Agent
+from ._config import load_agent_config
+
+__all__ = ["run_agent"]
+
+_log = logging.getLogger(__name__)
+
+
+def run_agent(config_path: Path) -> None:
+    """Run until SIGINT/SIGTERM (blocking)."""
+    config = load_agent_config(config_path)
+    agent = Agent(config)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await asyncio.to_thread(agent.start_pipelines)
+        try:
+            _log.info("agent %s running %d pipeline(s)", config.device_id, len(agent.hosts))
+            await agent.run(stop)
+        finally:
+            await asyncio.to_thread(agent.close_pipelines)
+
+    asyncio.run(main())

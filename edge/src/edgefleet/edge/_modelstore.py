@@ -1,0 +1,104 @@
+"""The agent's content-addressed model store: ``models/<sha256>/`` holds an unpacked, verified package.
+
+Installing verifies the artifact's sha256 and size, then the package (every file's hash and the
+signature against the trusted keys) in a staging folder, and renames it into place: a crash leaves either
+nothing or a complete package."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from edgefleet.sdk import EdgefleetError, ModelPackage, load_package
+
+from ._errors import ArtifactError
+
+__all__ = ["ModelStore", "sha256_file"]
+
+_log = logging.getLogger(__name__)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class ModelStore:
+    def __init__(
+        self, root: Path, trusted_keys: Mapping[str, Any], *, require_signature: bool = True
+    ) -> None:
+        self.root = root
+        self.models = root / "models"
+        self.downloads = root / "downloads"
+        self.staging = root / "staging"
+        for d in (self.models, self.downloads, self.staging):
+            d.mkdir(parents=True, exist_ok=True)
+        self.trusted_keys = dict(trusted_keys)
+        self.require_signature = require_signature
+        for leftover in self.staging.iterdir():  # from a crash mid-install
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def partial(self, sha256: str) -> Path:
+        return self.downloads / f"{sha256}.part"
+
+    def _package_root(self, folder: Path) -> Path:
+        found = [p.parent for p in folder.rglob("manifest.yaml")]
+        if len(found) != 1:
+            raise ArtifactError(f"{folder}: expected one manifest.yaml, found {len(found)}")
+        return found[0]
+
+    def load(self, path: Path) -> ModelPackage:
+        """Load (and re-verify) a package already in the store or named in the config."""
+        try:
+            return load_package(
+                path,
+                trusted_keys=self.trusted_keys or None,
+                require_signature=self.require_signature and path.is_relative_to(self.models),
+            )
+        except EdgefleetError as exc:
+            raise ArtifactError(str(exc)) from None
+
+    def installed(self, sha256: str) -> Path | None:
+        folder = self.models / sha256
+        return self._package_root(folder) if folder.is_dir() else None
+
+    def install(self, artifact: Path, sha256: str, size: int) -> ModelPackage:
+        """Verify ``artifact`` and install it as ``models/<sha256>``; raises ArtifactError and leaves the
+        store as it was when anything does not verify."""
+        have = artifact.stat().st_size
+        if size and have != size:
+            raise ArtifactError(f"artifact {sha256[:12]}… is truncated: {have} of {size} bytes")
+        digest = sha256_file(artifact)
+        if digest != sha256:
+            raise ArtifactError(f"artifact {sha256[:12]}… is corrupt: its sha256 is {digest[:12]}…")
+        stage = Path(tempfile.mkdtemp(prefix=f"{sha256[:12]}-", dir=self.staging))
+        try:
+            try:
+                pkg = load_package(
+                    artifact,
+                    trusted_keys=self.trusted_keys,
+                    require_signature=self.require_signature,
+                    unpack_dir=stage,
+                )
+            except EdgefleetError as exc:
+                msg = str(exc).replace(str(stage), "artifact").replace(str(artifact), "artifact")
+                raise ArtifactError(f"refused {sha256[:12]}…: {msg}") from None
+            if pkg.signed_by is None and self.require_signature:
+                raise ArtifactError(f"refused {sha256[:12]}…: no trusted key verified its signature")
+            dest = self.models / sha256
+            if dest.exists():
+                shutil.rmtree(dest)
+            os.replace(stage, dest)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+        _log.info("installed %s (%s)", pkg.ref, sha256[:12])
+        return self.load(self._package_root(dest))

@@ -1,0 +1,155 @@
+"""One running SDK pipeline as the agent sees it: start it on a package, report its health, hot-swap a
+new version into it (``Pipeline.swap_model``), roll it back. Blocking calls: run them off the event loop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig
+
+__all__ = ["PipelineHost", "SwapOutcome"]
+
+_log = logging.getLogger(__name__)
+
+
+class SwapOutcome:
+    def __init__(self, ok: bool, stage: str, error: str | None, metrics: dict[str, float]) -> None:
+        self.ok = ok
+        self.stage = stage
+        self.error = error
+        self.metrics = metrics
+
+
+class PipelineHost:
+    def __init__(self, name: str, config: PipelineConfig) -> None:
+        self.name = name
+        self.config = config
+        self.pipeline: Pipeline | None = None
+        self.package: ModelPackage | None = None
+        self.previous: ModelPackage | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._last: tuple[float, int] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self, package: ModelPackage) -> None:
+        config = self.config.model_copy(update={"model": package.root})
+        pipeline = Pipeline.from_config(config, on_result=lambda _r: None)
+        pipeline.start()
+        self.pipeline, self.package = pipeline, package
+        _log.info("pipeline %s serving %s", self.name, package.ref)
+
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+
+    @property
+    def ref(self) -> str:
+        p = self.pipeline
+        if p is not None:
+            try:
+                return p.model.ref
+            except EdgefleetError:
+                pass
+        return self.package.ref if self.package else ""
+
+    @property
+    def model_name(self) -> str:
+        return self.ref.split(":")[0]
+
+    # --- health ------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """PipelineStatus as a dict: state, serving ref, fps over the last interval, latency, drops."""
+        p = self.pipeline
+        if p is None:
+            return {
+                "name": self.name,
+                "model_ref": self.ref,
+                "state": "stopped",
+                "health": {"healthy": False, "detail": self.error or "not started"},
+            }
+        stats = p.stats()
+        now = time.monotonic()
+        fps = stats.fps
+        if self._last is not None and now > self._last[0]:
+            fps = (stats.results - self._last[1]) / (now - self._last[0])
+        self._last = (now, stats.results)
+        failed = p.error is not None
+        streams = list(stats.streams.values())
+        health = {
+            "fps": fps,
+            "latency_p50_ms": max((s.latency_p50_ms for s in streams), default=0.0),
+            "latency_p95_ms": max((s.latency_p95_ms for s in streams), default=0.0),
+            "frames_in": stats.frames_in,
+            "results": stats.results,
+            "dropped": stats.dropped,
+            "errors": 1 if failed else 0,
+            "healthy": not failed,
+            "detail": str(p.error) if failed else "",
+        }
+        return {
+            "name": self.name,
+            "model_ref": self.ref,
+            "state": "failed" if failed else "running",
+            "health": health,
+            "previous_ref": self.previous.ref if self.previous else "",
+        }
+
+    # --- swaps -------------------------------------------------------------------------------------
+    def swap(
+        self, package: ModelPackage, health_window_s: float, progress: Callable[[str, str], None]
+    ) -> SwapOutcome:
+        """Hot-swap ``package`` in; a refusal leaves the old version serving."""
+        with self._lock:
+            p = self.pipeline
+            if p is None:
+                return SwapOutcome(False, "load", f"pipeline {self.name} is not running", {})
+            old = self.package
+            swap = getattr(p, "swap_model", None)
+            if swap is None:
+                return self._restart_swap(package, progress)
+
+            def on_event(ev: Any) -> None:
+                progress(str(getattr(ev, "stage", "")), str(getattr(ev, "message", "")))
+
+            report = swap(package, health_window_s=health_window_s, progress=on_event)
+            metrics = {"load_ms": float(report.load_ms), "warmup_ms": float(report.warmup_ms)}
+            if not report.ok:
+                return SwapOutcome(False, report.stage, report.error or "refused", metrics)
+            self.previous, self.package = old, package
+            return SwapOutcome(True, report.stage, None, metrics)
+
+    def _restart_swap(self, package: ModelPackage, progress: Callable[[str, str], None]) -> SwapOutcome:
+        """For an SDK without hot swap: start a pipeline on the new version, then stop the old one."""
+        progress("load", f"starting a pipeline on {package.ref} (no hot swap in this SDK)")
+        old_pipeline, old = self.pipeline, self.package
+        t0 = time.perf_counter()
+        try:
+            self.start(package)
+        except EdgefleetError as exc:
+            self.pipeline, self.package = old_pipeline, old
+            return SwapOutcome(False, "load", str(exc), {})
+        if old_pipeline is not None:
+            old_pipeline.close()
+        self.previous = old
+        progress("cutover", f"{package.ref} serving (pipeline restarted)")
+        return SwapOutcome(True, "cutover", None, {"load_ms": (time.perf_counter() - t0) * 1000.0})
+
+    def rollback_to(self, package: ModelPackage, progress: Callable[[str, str], None]) -> SwapOutcome:
+        """Serve ``package`` again: the instant rollback when it is the previous version still kept warm,
+        otherwise a swap without health window."""
+        if self.ref == package.ref:
+            return SwapOutcome(True, "done", None, {})
+        p = self.pipeline
+        rollback = getattr(p, "rollback", None)
+        if rollback is not None and self.previous is not None and self.previous.ref == package.ref:
+            with self._lock:
+                report = rollback("rollback requested by the controller")
+            if report.ok and self.ref == package.ref:
+                self.previous, self.package = self.package, package
+                return SwapOutcome(True, "rollback", None, {})
+        return self.swap(package, 0.0, progress)

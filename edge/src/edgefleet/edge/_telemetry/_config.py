@@ -1,0 +1,62 @@
+"""Telemetry configuration: one strict schema, validated once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from ._broker import BrokerAddress, parse_broker_url
+
+__all__ = ["EventsConfig", "TelemetryConfig"]
+
+
+class EventsConfig(BaseModel):
+    """Which detection events are sent and how many. Swap, engine-build and error events are not limited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detections: bool = Field(True, description="publish detection events at all")
+    max_per_s: float = Field(2.0, gt=0, description="detection events per second, sustained (token bucket)")
+    burst: int = Field(10, ge=1, description="detection events allowed back to back")
+    min_score: float = Field(0.0, ge=0, le=1, description="drop detections scoring below this")
+    labels: list[str] | None = Field(None, description="only these labels (None: all)")
+    max_detections: int = Field(100, ge=1, description="detections kept per event (highest scores)")
+
+
+class TelemetryConfig(BaseModel):
+    """Where and how the agent publishes telemetry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fleet: str = Field(description="fleet id, an MQTT topic level")
+    device_id: str = Field(description="device id, an MQTT topic level")
+    broker: str = Field("mqtt://127.0.0.1:1883", description="mqtt://host:1883 or mqtts://host:8883")
+    username: str | None = None
+    password: SecretStr | None = None
+    ca_file: Path | None = Field(None, description="CA bundle that signed the broker's certificate (mqtts)")
+    cert_file: Path | None = Field(None, description="client certificate (mqtts, mutual TLS)")
+    key_file: Path | None = Field(None, description="client private key (mqtts, mutual TLS)")
+    encoding: Literal["json", "protobuf"] = Field("json", description="payload encoding")
+    interval_s: float = Field(10.0, gt=0, description="seconds between telemetry messages")
+    keepalive_s: int = Field(30, ge=5, le=3600)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    inflight_window: int = Field(64, ge=1, le=1000, description="QoS 1 messages awaiting PUBACK at once")
+    spool_path: Path = Field(Path("telemetry-spool.db"), description="SQLite spool file")
+    spool_max_entries: int = Field(100_000, ge=10)
+    spool_max_bytes: int = Field(256 * 2**20, ge=4096)
+    events: EventsConfig = Field(default_factory=EventsConfig)  # type: ignore[arg-type]
+    gpu: Literal["auto", "nvml", "tegrastats", "none"] = "auto"
+    prometheus_port: int | None = Field(None, ge=0, le=65535, description="serve /metrics here (0: any port)")
+    prometheus_addr: str = "127.0.0.1"
+
+    def broker_address(self) -> BrokerAddress:
+        return parse_broker_url(
+            self.broker,
+            ca_file=self.ca_file,
+            cert_file=self.cert_file,
+            key_file=self.key_file,
+            username=self.username,
+            password=self.password.get_secret_value() if self.password else None,
+        )

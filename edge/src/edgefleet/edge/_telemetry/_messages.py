@@ -1,0 +1,97 @@
+"""Topics, headers and payload encoding for the telemetry messages in ``telemetry.proto``."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgefleet.proto.v1 import telemetry_pb2 as pb
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from google.protobuf.message import Message  # type: ignore[import-untyped]
+
+__all__ = [
+    "SCHEMA",
+    "Encoding",
+    "Identity",
+    "ModelInUse",
+    "encode",
+    "stamp",
+    "topic",
+]
+
+SCHEMA = 1
+TOPIC_ROOT = "edgefleet/v1"
+_KINDS = ("status", "telemetry", "events")
+
+
+class Encoding(str, enum.Enum):
+    """Payload encoding; the MQTT 5 content type names it on every message."""
+
+    JSON = "json"
+    PROTOBUF = "protobuf"
+
+    @property
+    def content_type(self) -> str:
+        return "application/json" if self is Encoding.JSON else "application/x-protobuf"
+
+
+@dataclass(frozen=True)
+class ModelInUse:
+    pipeline: str
+    name: str
+    version: str
+
+    @classmethod
+    def from_ref(cls, pipeline: str, ref: str) -> ModelInUse:
+        """From the SDK's ``name:version`` reference."""
+        name, _, version = ref.rpartition(":")
+        return cls(pipeline, name or ref, version if name else "")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who publishes: fleet and device ids are MQTT topic levels, so they must not hold ``/ + #``."""
+
+    fleet: str
+    device_id: str
+    agent_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from ._errors import TelemetryError
+
+        for name, value in (("fleet", self.fleet), ("device_id", self.device_id)):
+            if not value or any(c in value for c in "/+#\0") or value.startswith("$"):
+                raise TelemetryError(f"{name} {value!r} cannot be an MQTT topic level")
+
+
+def topic(identity: Identity, kind: str) -> str:
+    """``edgefleet/v1/<fleet>/<device>/<kind>`` with kind one of status, telemetry, events."""
+    if kind not in _KINDS:
+        raise ValueError(f"unknown topic kind {kind!r}")
+    return f"{TOPIC_ROOT}/{identity.fleet}/{identity.device_id}/{kind}"
+
+
+def stamp(
+    message: Any, identity: Identity, sequence: int, models: Iterable[ModelInUse], now: float | None = None
+) -> None:
+    """Fill ``message.header`` (every telemetry message has one)."""
+    header: pb.TelemetryHeader = message.header
+    header.device_id = identity.device_id
+    header.fleet = identity.fleet
+    header.sequence = sequence
+    header.schema = SCHEMA
+    header.time.FromNanoseconds(int((time.time() if now is None else now) * 1e9))
+    del header.models[:]
+    for m in models:
+        header.models.add(pipeline=m.pipeline, name=m.name, version=m.version)
+
+
+def encode(message: Message, encoding: Encoding) -> bytes:
+    """The payload bytes: protobuf's canonical JSON mapping (compact) or the binary encoding."""
+    if encoding is Encoding.PROTOBUF:
+        return bytes(message.SerializeToString())
+    return str(json_format.MessageToJson(message, indent=None, ensure_ascii=False)).encode()

@@ -1,0 +1,152 @@
+"""Prometheus ``/metrics``: the same figures as the latest ``Telemetry`` message, plus publisher state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from edgefleet.proto.v1 import telemetry_pb2 as pb
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["MetricsServer", "TelemetryCollector"]
+
+_log = logging.getLogger(__name__)
+_Q = (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms"))
+
+
+class TelemetryCollector(Collector):
+    """Collects from ``latest()`` (the most recent Telemetry message, or None) at scrape time."""
+
+    def __init__(
+        self, latest: Callable[[], pb.Telemetry | None], extra: Callable[[], dict[str, float]]
+    ) -> None:
+        self._latest = latest
+        self._extra = extra
+
+    def collect(self) -> Iterator[Any]:
+        msg = self._latest()
+        yield from self._publisher_metrics()
+        if msg is None:
+            return
+        yield from _pipeline_metrics(msg)
+        yield from _system_metrics(msg.system)
+
+    def _publisher_metrics(self) -> Iterator[Any]:
+        for name, value in sorted(self._extra().items()):
+            if name.endswith("_total"):
+                c = CounterMetricFamily(f"edgefleet_telemetry_{name[:-6]}", f"telemetry publisher: {name}")
+                c.add_metric([], value)
+                yield c
+            else:
+                g = GaugeMetricFamily(f"edgefleet_telemetry_{name}", f"telemetry publisher: {name}")
+                g.add_metric([], value)
+                yield g
+
+
+def _pipeline_metrics(msg: pb.Telemetry) -> Iterator[Any]:
+    fps = GaugeMetricFamily("edgefleet_pipeline_fps", "results per second", labels=["pipeline"])
+    model = InfoMetricFamily("edgefleet_model", "model version serving", labels=["pipeline"])
+    queue = GaugeMetricFamily("edgefleet_queue_depth", "items waiting", labels=["pipeline", "queue"])
+    copies = CounterMetricFamily("edgefleet_pixel_copies", "frame pixel copies", labels=["pipeline", "kind"])
+    stage_lat = GaugeMetricFamily(
+        "edgefleet_stage_latency_ms", "per-item stage latency", labels=["pipeline", "stage", "quantile"]
+    )
+    s_fps = GaugeMetricFamily("edgefleet_stream_fps", "results per second", labels=["pipeline", "stream"])
+    s_lat = GaugeMetricFamily(
+        "edgefleet_stream_latency_ms", "capture-to-result latency", labels=["pipeline", "stream", "quantile"]
+    )
+    counters = {
+        name: CounterMetricFamily(f"edgefleet_stream_{name}", f"stream {name}", labels=["pipeline", "stream"])
+        for name in ("frames", "results", "dropped", "reconnects", "errors")
+    }
+    for p in msg.pipelines:
+        fps.add_metric([p.name], p.fps)
+        if p.model_version:
+            name, _, version = p.model_version.rpartition(":")
+            model.add_metric([p.name], {"model": name or p.model_version, "version": version})
+        for q, depth in sorted(p.queue_depths.items()):
+            queue.add_metric([p.name, q], depth)
+        for kind, n in sorted(p.pixel_copies.items()):
+            copies.add_metric([p.name, kind], n)
+        for st in p.stages:
+            for q, field in _Q:
+                stage_lat.add_metric([p.name, st.name, q], getattr(st.latency, field))
+        for s in p.streams:
+            s_fps.add_metric([p.name, s.stream_id], s.fps)
+            for q, field in _Q:
+                s_lat.add_metric([p.name, s.stream_id, q], getattr(s.latency, field))
+            values = {
+                "frames": s.frames_in,
+                "results": s.results,
+                "dropped": s.dropped,
+                "reconnects": s.reconnects,
+                "errors": s.errors,
+            }
+            for name, value in values.items():
+                counters[name].add_metric([p.name, s.stream_id], value)
+    yield from (fps, model, queue, copies, stage_lat, s_fps, s_lat, *counters.values())
+
+
+def _system_metrics(sys_msg: pb.Telemetry.System) -> Iterator[Any]:
+    for name, help_text, value in (
+        ("cpu_percent", "CPU utilisation, all cores", sys_msg.cpu_pct),
+        ("ram_used_bytes", "RAM in use", sys_msg.ram_used_bytes),
+        ("ram_total_bytes", "RAM installed", sys_msg.ram_total_bytes),
+        ("disk_used_bytes", "disk in use (spool filesystem)", sys_msg.disk_used_bytes),
+        ("disk_total_bytes", "disk size (spool filesystem)", sys_msg.disk_total_bytes),
+    ):
+        g = GaugeMetricFamily(f"edgefleet_system_{name}", help_text)
+        g.add_metric([], float(value))
+        yield g
+    gpu_fields = (
+        ("utilization_percent", "utilization_pct"),
+        ("memory_used_bytes", "memory_used_bytes"),
+        ("memory_total_bytes", "memory_total_bytes"),
+        ("temperature_celsius", "temperature_c"),
+        ("power_watts", "power_w"),
+    )
+    for metric, field in gpu_fields:
+        g = GaugeMetricFamily(f"edgefleet_gpu_{metric}", f"GPU {metric}", labels=["gpu", "name"])
+        for gpu in sys_msg.gpus:
+            g.add_metric([str(gpu.index), gpu.name], float(getattr(gpu, field)))
+        yield g
+    temps = GaugeMetricFamily("edgefleet_sensor_temperature_celsius", "named sensors", labels=["sensor"])
+    for k, v in sorted(sys_msg.temperatures_c.items()):
+        temps.add_metric([k], v)
+    rails = GaugeMetricFamily("edgefleet_rail_power_watts", "named power rails", labels=["rail"])
+    for k, v in sorted(sys_msg.power_w.items()):
+        rails.add_metric([k], v)
+    yield from (temps, rails)
+
+
+class MetricsServer:
+    """Serves a private registry on ``http://addr:port/metrics`` from a daemon thread."""
+
+    def __init__(self, collector: Collector, port: int, addr: str = "127.0.0.1") -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self._port = port
+        self._addr = addr
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port) if self._server is not None else self._port
+
+    def start(self) -> None:
+        self._server, self._thread = start_http_server(self._port, self._addr, registry=self.registry)
+        _log.info("Prometheus metrics on http://%s:%d/metrics", self._addr, self.port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None

@@ -1,0 +1,91 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ModelRef(_message.Message):
+    __slots__ = ("name", "version", "sha256", "size")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    sha256: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ("arch", "os", "os_release", "distro", "python", "agent_version", "gpu", "soc", "jetpack", "l4t", "cuda", "tensorrt", "ort_providers", "cpu_count", "memory_mb")
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    OS_RELEASE_FIELD_NUMBER: _ClassVar[int]
+    DISTRO_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    SOC_FIELD_NUMBER: _ClassVar[int]
+    JETPACK_FIELD_NUMBER: _ClassVar[int]
+    L4T_FIELD_NUMBER: _ClassVar[int]
+    CUDA_FIELD_NUMBER: _ClassVar[int]
+    TENSORRT_FIELD_NUMBER: _ClassVar[int]
+    ORT_PROVIDERS_FIELD_NUMBER: _ClassVar[int]
+    CPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    arch: str
+    os: str
+    os_release: str
+    distro: str
+    python: str
+    agent_version: str
+    gpu: str
+    soc: str
+    jetpack: str
+    l4t: str
+    cuda: str
+    tensorrt: str
+    ort_providers: _containers.RepeatedScalarFieldContainer[str]
+    cpu_count: int
+    memory_mb: int
+    def __init__(self, arch: _Optional[str] = ..., os: _Optional[str] = ..., os_release: _Optional[str] = ..., distro: _Optional[str] = ..., python: _Optional[str] = ..., agent_version: _Optional[str] = ..., gpu: _Optional[str] = ..., soc: _Optional[str] = ..., jetpack: _Optional[str] = ..., l4t: _Optional[str] = ..., cuda: _Optional[str] = ..., tensorrt: _Optional[str] = ..., ort_providers: _Optional[_Iterable[str]] = ..., cpu_count: _Optional[int] = ..., memory_mb: _Optional[int] = ...) -> None: ...
+
+class Health(_message.Message):
+    __slots__ = ("fps", "latency_p50_ms", "latency_p95_ms", "frames_in", "results", "dropped", "errors", "healthy", "detail")
+    FPS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P95_MS_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_IN_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    fps: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    frames_in: int
+    results: int
+    dropped: int
+    errors: int
+    healthy: bool
+    detail: str
+    def __init__(self, fps: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class PipelineStatus(_message.Message):
+    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_REF_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_REF_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    model_ref: str
+    model_sha256: str
+    state: str
+    health: Health
+    previous_ref: str
+    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,278 @@
+from edgefleet.proto.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PushModelRequest(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: PushHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[PushHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class PushHeader(_message.Message):
+    __slots__ = ("size", "sha256")
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    sha256: str
+    def __init__(self, size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class PushModelResponse(_message.Message):
+    __slots__ = ("model", "created")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    model: Model
+    created: bool
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ("name", "version", "sha256", "size", "task", "signed_by", "pushed_at", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_BY_FIELD_NUMBER: _ClassVar[int]
+    PUSHED_AT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    sha256: str
+    size: int
+    task: str
+    signed_by: str
+    pushed_at: float
+    description: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., task: _Optional[str] = ..., signed_by: _Optional[str] = ..., pushed_at: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[Model]
+    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
+
+class DesiredModel(_message.Message):
+    __slots__ = ("model_name", "model_ref", "sha256", "command_id", "rollout_id", "state", "message")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_REF_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    model_ref: str
+    sha256: str
+    command_id: str
+    rollout_id: str
+    state: str
+    message: str
+    def __init__(self, model_name: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    PIPELINES_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    labels: _containers.ScalarMap[str, str]
+    capabilities: _common_pb2.Capabilities
+    online: bool
+    first_seen: float
+    last_seen: float
+    pipelines: _containers.RepeatedCompositeFieldContainer[_common_pb2.PipelineStatus]
+    desired: _containers.RepeatedCompositeFieldContainer[DesiredModel]
+    health: _common_pb2.Health
+    last_event: str
+    def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ...) -> None: ...
+
+class ListDevicesRequest(_message.Message):
+    __slots__ = ("selector",)
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    selector: _containers.ScalarMap[str, str]
+    def __init__(self, selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListDevicesResponse(_message.Message):
+    __slots__ = ("devices",)
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ...) -> None: ...
+
+class GetDeviceRequest(_message.Message):
+    __slots__ = ("device_id",)
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    def __init__(self, device_id: _Optional[str] = ...) -> None: ...
+
+class SetLabelsRequest(_message.Message):
+    __slots__ = ("device_id", "set", "remove")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    set: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, device_id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateRolloutRequest(_message.Message):
+    __slots__ = ("model_ref", "selector", "waves", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "request_id")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MODEL_REF_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    WAVES_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_FAILURE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    MIN_FPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model_ref: str
+    selector: _containers.ScalarMap[str, str]
+    waves: _containers.RepeatedScalarFieldContainer[str]
+    health_window_s: float
+    max_failure_ratio: float
+    min_fps: float
+    max_latency_ms: float
+    request_id: str
+    def __init__(self, model_ref: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RolloutDevice(_message.Message):
+    __slots__ = ("device_id", "wave", "state", "previous_ref", "message", "command_id")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAVE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_REF_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    wave: int
+    state: str
+    previous_ref: str
+    message: str
+    command_id: str
+    def __init__(self, device_id: _Optional[str] = ..., wave: _Optional[int] = ..., state: _Optional[str] = ..., previous_ref: _Optional[str] = ..., message: _Optional[str] = ..., command_id: _Optional[str] = ...) -> None: ...
+
+class Rollout(_message.Message):
+    __slots__ = ("rollout_id", "model_ref", "sha256", "selector", "waves", "state", "current_wave", "devices", "message", "created_at", "updated_at", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_REF_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    WAVES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_WAVE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_FAILURE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    MIN_FPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    model_ref: str
+    sha256: str
+    selector: _containers.ScalarMap[str, str]
+    waves: _containers.RepeatedScalarFieldContainer[str]
+    state: str
+    current_wave: int
+    devices: _containers.RepeatedCompositeFieldContainer[RolloutDevice]
+    message: str
+    created_at: float
+    updated_at: float
+    health_window_s: float
+    max_failure_ratio: float
+    min_fps: float
+    max_latency_ms: float
+    def __init__(self, rollout_id: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., current_wave: _Optional[int] = ..., devices: _Optional[_Iterable[_Union[RolloutDevice, _Mapping]]] = ..., message: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ...) -> None: ...
+
+class GetRolloutRequest(_message.Message):
+    __slots__ = ("rollout_id",)
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    def __init__(self, rollout_id: _Optional[str] = ...) -> None: ...
+
+class ListRolloutsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListRolloutsResponse(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[Rollout]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[Rollout, _Mapping]]] = ...) -> None: ...
+
+class ControlRolloutRequest(_message.Message):
+    __slots__ = ("rollout_id", "action")
+    class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ACTION_UNSPECIFIED: _ClassVar[ControlRolloutRequest.Action]
+        ACTION_PAUSE: _ClassVar[ControlRolloutRequest.Action]
+        ACTION_RESUME: _ClassVar[ControlRolloutRequest.Action]
+        ACTION_ABORT: _ClassVar[ControlRolloutRequest.Action]
+        ACTION_ROLLBACK: _ClassVar[ControlRolloutRequest.Action]
+    ACTION_UNSPECIFIED: ControlRolloutRequest.Action
+    ACTION_PAUSE: ControlRolloutRequest.Action
+    ACTION_RESUME: ControlRolloutRequest.Action
+    ACTION_ABORT: ControlRolloutRequest.Action
+    ACTION_ROLLBACK: ControlRolloutRequest.Action
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    action: ControlRolloutRequest.Action
+    def __init__(self, rollout_id: _Optional[str] = ..., action: _Optional[_Union[ControlRolloutRequest.Action, str]] = ...) -> None: ...

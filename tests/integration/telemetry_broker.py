@@ -1,0 +1,93 @@
+"""A private Mosquitto for telemetry tests: own config, free loopback port, persistence, stop/restart."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Mosquitto:
+    """``mosquitto -c <tmp>/mosquitto.conf`` on a free port; ``stop()`` saves its persistence file."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not Path(exe).exists():
+            raise FileNotFoundError("mosquitto is not installed")
+        self.exe = exe
+        self.port = port or free_port()
+        self.workdir = workdir
+        (workdir / "data").mkdir(parents=True, exist_ok=True)
+        self.conf = workdir / "mosquitto.conf"
+        self.conf.write_text(
+            f"listener {self.port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            "persistence true\n"
+            f"persistence_location {workdir / 'data'}/\n"
+            "max_queued_messages 1000000\n"
+            "max_inflight_messages 0\n"
+            f"user {getpass.getuser()}\n"
+            f"log_dest file {workdir / 'mosquitto.log'}\n",
+            encoding="utf-8",
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> Mosquitto:
+        self.proc = subprocess.Popen(
+            [self.exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            wait_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(predicate) and predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(callable(predicate) and predicate())

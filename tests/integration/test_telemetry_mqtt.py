@@ -1,0 +1,380 @@
+"""Telemetry end to end through a real Mosquitto: agent spool -> broker -> controller ingestion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from edgefleet.cloud._telemetry import Ingester, Parsed, TelemetryStore
+from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
+from edgefleet.edge._telemetry import (
+    Identity,
+    MqttPublisher,
+    Priority,
+    Spool,
+    SwapPhase,
+    TelemetryAgent,
+    TelemetryConfig,
+    parse_broker_url,
+)
+from edgefleet.proto.v1 import telemetry_pb2 as pb
+from edgefleet.sdk import PipelineStats, StreamStats
+from google.protobuf import json_format
+from sqlalchemy import create_engine
+
+from .telemetry_broker import Mosquitto, free_port, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    m = Mosquitto(tmp_path / "mosquitto").start()
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> TelemetryStore:
+    return TelemetryStore(create_engine(f"sqlite:///{tmp_path / 'controller.db'}"))
+
+
+class Arrivals:
+    """Sequence numbers in the order the ingester stored them, per device and kind."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by: dict[tuple[str, str], list[int]] = defaultdict(list)
+
+    def __call__(self, batch: list[Parsed]) -> None:
+        with self.lock:
+            for p in batch:
+                self.by[(p.device_id, p.kind)].append(p.sequence)
+
+    def get(self, device: str, kind: str) -> list[int]:
+        with self.lock:
+            return list(self.by[(device, kind)])
+
+
+def ingester(url: str, store: TelemetryStore, arrivals: Arrivals | None = None, **kw: object) -> Ingester:
+    ing = Ingester(cloud_url(url), store, on_stored=arrivals, compact_every_s=None, **kw)  # type: ignore[arg-type]
+    ing.start()
+    assert ing.wait_subscribed(10), "ingester did not subscribe"
+    return ing
+
+
+def publisher(url: str, device: str, spool: Spool | None = None) -> MqttPublisher:
+    return MqttPublisher(
+        parse_broker_url(url),
+        Identity("itest", device),
+        spool if spool is not None else Spool(":memory:"),
+        backoff_s=(0.05, 0.5),
+        connect_timeout_s=2.0,
+    )
+
+
+def telemetry(fps: float = 25.0) -> pb.Telemetry:
+    msg = pb.Telemetry(interval_s=0.04)
+    p = msg.pipelines.add(name="default", fps=fps, model_version="det:1.0.0")
+    p.latency.p95_ms = 12.5
+    return msg
+
+
+def test_broker_restart_every_message_exactly_once_in_order(broker: Mosquitto, store: TelemetryStore) -> None:
+    arrivals = Arrivals()
+    ing = ingester(broker.url, store, arrivals, client_id="itest-restart")
+    devices = ["cam-a", "cam-b"]
+    pubs = {d: publisher(broker.url, d) for d in devices}
+    sent: dict[str, list[int]] = {d: [] for d in devices}
+    stop = threading.Event()
+
+    def run(device: str) -> None:
+        while not stop.is_set():
+            sent[device].append(pubs[device].publish("telemetry", telemetry(), Priority.ROUTINE))
+            time.sleep(0.04)  # 25 messages/s per device
+
+    try:
+        for p in pubs.values():
+            p.start()
+        threads = [threading.Thread(target=run, args=(d,)) for d in devices]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        broker.stop()  # saves the ingester's persistent session and what is queued for it
+        time.sleep(2.0)  # agents spool meanwhile
+        broker.start()
+        time.sleep(2.0)
+        stop.set()
+        for t in threads:
+            t.join(5)
+        for p in pubs.values():
+            assert p.flush(20), "spool did not drain after the broker came back"
+        total = sum(len(v) for v in sent.values())
+        assert wait_for(lambda: sum(len(arrivals.get(d, "telemetry")) for d in devices) >= total, 20)
+    finally:
+        stop.set()
+        for p in pubs.values():
+            p.stop(2)
+        ing.stop()
+    for d in devices:
+        assert len(sent[d]) > 60
+        assert arrivals.get(d, "telemetry") == sent[d], "stored out of order, twice, or not at all"
+        assert store.sequences(d, "telemetry") == sent[d]
+    assert pubs["cam-a"].stats().connections >= 2
+
+
+def test_agent_on_dead_port_spools_then_replays_in_order(tmp_path: Path, store: TelemetryStore) -> None:
+    port = free_port()  # nothing listens here yet
+    url = f"mqtt://127.0.0.1:{port}"
+    spool = Spool(tmp_path / "spool.db")
+    pub = publisher(url, "cam-offline", spool)
+    pub.start()
+    try:
+        sent = [pub.publish("telemetry", telemetry(), Priority.ROUTINE) for _ in range(30)]
+        time.sleep(0.5)
+        assert len(spool) == 30
+        assert pub.stats().connect_failures >= 1
+        mq = Mosquitto(tmp_path / "late-broker", port=port).start()
+        try:
+            arrivals = Arrivals()
+            ing = ingester(url, store, arrivals, client_id="itest-late")
+            try:
+                assert pub.flush(15)
+                assert wait_for(lambda: len(arrivals.get("cam-offline", "telemetry")) >= 30, 10)
+                assert arrivals.get("cam-offline", "telemetry") == sent
+            finally:
+                pub.stop(3)
+                ing.stop()
+        finally:
+            mq.stop()
+    finally:
+        pub.stop(0.5)
+        spool.close()
+
+
+def test_full_spool_drops_only_low_priority_and_counts(tmp_path: Path, store: TelemetryStore) -> None:
+    port = free_port()
+    url = f"mqtt://127.0.0.1:{port}"
+    spool = Spool(tmp_path / "small.db", max_entries=20)
+    pub = publisher(url, "cam-full", spool)
+    pub.start()
+    swaps, routine = [], []
+    for i in range(40):
+        routine.append(pub.publish("telemetry", telemetry(), Priority.ROUTINE))
+        if i % 4 == 0:
+            pub.publish("events", pb.Event(detections=pb.Event.Detections(stream_id="s0")), Priority.BULK)
+        if i % 8 == 0:
+            ev = pb.Event(swap=pb.Event.Swap(pipeline="default", phase=SwapPhase.PHASE_SUCCEEDED))
+            swaps.append(pub.publish("events", ev, Priority.CRITICAL))
+    st = spool.stats()
+    assert st.pending == 20
+    assert st.dropped == {"bulk": 10, "routine": 25, "critical": 0}
+    mq = Mosquitto(tmp_path / "broker", port=port).start()
+    arrivals = Arrivals()
+    ing = ingester(url, store, arrivals, client_id="itest-full")
+    try:
+        assert pub.flush(15), (pub.stats(), ing.stats())
+        # On connect the agent spools its ONLINE status (critical) into the full spool: one more routine
+        # entry makes room for it.
+        assert wait_for(lambda: len(arrivals.get("cam-full", "telemetry")) >= 14, 10)
+        assert wait_for(lambda: len(arrivals.get("cam-full", "events")) >= 5, 10)
+        assert wait_for(lambda: len(arrivals.get("cam-full", "status")) >= 1, 10)
+        assert arrivals.get("cam-full", "events") == swaps  # every swap event survived, in order
+        assert arrivals.get("cam-full", "telemetry") == routine[-14:]  # the newest routine ones
+        assert spool.stats().dropped == {"bulk": 10, "routine": 26, "critical": 0}
+    finally:
+        pub.stop(2)
+        ing.stop()
+        mq.stop()
+        spool.close()
+
+
+def _mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
+    subprocess.run(
+        ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv5", "-q", "1", "-t", topic, "-s"],
+        input=payload,
+        check=True,
+        timeout=10,
+    )
+
+
+def test_bad_payloads_rejected_and_counted_ingestion_continues(
+    broker: Mosquitto, store: TelemetryStore
+) -> None:
+    arrivals = Arrivals()
+    ing = ingester(broker.url, store, arrivals, client_id="itest-bad", max_payload_bytes=4096)
+    pub = publisher(broker.url, "cam-good")
+    pub.start()
+    try:
+        first = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
+        assert pub.flush(5)
+        base = "edgefleet/v1/itest/cam-good"
+        good_header = {"deviceId": "cam-good", "fleet": "itest", "sequence": "1"}
+        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{not json")  # malformed
+        _mosquitto_pub(broker.port, f"{base}/telemetry", b"\xff\xfe\x00")  # not UTF-8
+        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{" + b" " * 5000 + b"}")  # oversized
+        bogus = {"header": good_header, "bogus": 1}
+        _mosquitto_pub(broker.port, f"{base}/telemetry", json.dumps(bogus).encode())  # unknown field
+        wrong = {"header": {**good_header, "deviceId": "someone-else"}}
+        _mosquitto_pub(broker.port, f"{base}/status", json.dumps(wrong).encode())  # header/topic mismatch
+        _mosquitto_pub(broker.port, f"{base}/events", json.dumps({"header": good_header}).encode())  # no kind
+        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # unknown topic kind
+        last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
+        assert pub.flush(5)
+        assert wait_for(
+            lambda: ing.stats().rejected_total >= 7 and len(arrivals.get("cam-good", "telemetry")) >= 2, 10
+        )
+    finally:
+        pub.stop(2)
+        ing.stop()
+    assert ing.stats().rejected == {"malformed": 2, "oversized": 1, "schema": 3, "topic": 1}
+    assert arrivals.get("cam-good", "telemetry") == [first, last]
+
+
+def fake_stats() -> PipelineStats:
+    stream = StreamStats(
+        "rtsp://admin:hunter2@10.0.0.5/live",
+        True,
+        300,
+        298,
+        25.0,
+        2,
+        1,
+        0,
+        0.0,
+        0,
+        20.0,
+        31.5,
+        40.0,
+        True,
+        False,
+        None,
+        "det:1.0.0",
+    )
+    return PipelineStats(
+        elapsed_s=12.0,
+        frames_in=300,
+        results=298,
+        fps=25.0,
+        dropped=2,
+        streams={stream.stream_id: stream},
+        stages={},
+        queues={"infer": 1},
+        copies={"counts": {"host_to_device": 0}, "bytes": {}},
+        copies_per_frame=0.0,
+        batches=150,
+        mean_batch=2.0,
+        model="det:1.0.0",
+    )
+
+
+def test_mosquitto_sub_reads_json_telemetry_valid_against_schema(
+    broker: Mosquitto, store: TelemetryStore, tmp_path: Path
+) -> None:
+    sub = subprocess.Popen(
+        [
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(broker.port),
+            "-V",
+            "mqttv5",
+            "-q",
+            "1",
+            "-t",
+            "edgefleet/v1/itest/cam-json/telemetry",
+            "-C",
+            "2",
+            "-W",
+            "20",
+            "-F",
+            "%C\t%p",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.3)
+    cfg = TelemetryConfig(
+        fleet="itest",
+        device_id="cam-json",
+        broker=broker.url,
+        interval_s=0.2,
+        gpu="none",
+        spool_path=tmp_path / "agent-spool.db",
+        prometheus_port=0,
+    )
+    ing = ingester(broker.url, store, client_id="itest-json")
+    agent = TelemetryAgent(cfg, agent_version="0.1.0")
+    agent.add_pipeline("default", fake_stats)
+    agent.start()
+    try:
+        out, _ = sub.communicate(timeout=25)
+        assert agent.metrics is not None
+        body = (
+            urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics.port}/metrics", timeout=5)
+            .read()
+            .decode()
+        )
+        assert wait_for(lambda: store.health("cam-json", 60).samples >= 2, 10)
+    finally:
+        agent.stop()
+        ing.stop()
+    lines = [line for line in out.splitlines() if line]
+    assert len(lines) == 2
+    for line in lines:
+        ctype, payload = line.split("\t", 1)
+        assert ctype == "application/json"
+        msg = json_format.Parse(payload, pb.Telemetry())  # strict: unknown fields fail
+        assert msg.header.device_id == "cam-json" and msg.header.fleet == "itest" and msg.header.sequence > 0
+        assert msg.header.models[0].name == "det" and msg.header.models[0].version == "1.0.0"
+        stream = msg.pipelines[0].streams[0]
+        assert stream.stream_id == "rtsp://admin:***@10.0.0.5/live"  # credentials never leave the device
+        assert msg.system.ram_total_bytes > 0 and msg.system.cpu_per_core_pct
+    assert 'edgefleet_pipeline_fps{pipeline="default"} 25.0' in body
+    assert "hunter2" not in body
+    health = store.health("cam-json", 60)
+    assert health.fps == pytest.approx(25.0) and health.p95_ms == pytest.approx(31.5)
+    assert store.device("cam-json") is not None and not health.online  # stop() published OFFLINE
+
+
+_AGENT = """
+import sys, time
+from edgefleet.edge._telemetry import Identity, MqttPublisher, Spool, parse_broker_url
+pub = MqttPublisher(parse_broker_url(sys.argv[1]), Identity("itest", "cam-will"), Spool(":memory:"))
+pub.start()
+while pub.state.value != "connected" or len(pub.spool):
+    time.sleep(0.02)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_last_will_marks_a_killed_agent_offline(broker: Mosquitto, store: TelemetryStore) -> None:
+    ing = ingester(broker.url, store, client_id="itest-will")
+    proc = subprocess.Popen([sys.executable, "-c", _AGENT, broker.url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert wait_for(lambda: store.health("cam-will", 60).online, 10)
+        proc.kill()  # no DISCONNECT: the broker publishes the Last Will
+        proc.wait(5)
+        assert wait_for(lambda: not store.health("cam-will", 60).online, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        ing.stop()
+    wills = [
+        m["message"] for m in store.recent("cam-will", 60, kind="status") if m["message"].get("lastWill")
+    ]
+    assert len(wills) == 1 and wills[0]["state"] == "STATE_OFFLINE"

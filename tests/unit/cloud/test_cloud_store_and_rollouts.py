@@ -1,0 +1,330 @@
+"""The controller's database layer (migrations, registry rows, labels, leases) and the rollout engine,
+driven step by step against a real database (SQLite and PostgreSQL) with a fake clock; the agents'
+reports are written the way the AgentService writes them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from edgefleet.cloud import ConflictError, DatabaseError, InvalidArgumentError, NotFoundError
+from edgefleet.cloud._db import MIGRATIONS, create_engine, migrate, schema_version
+from edgefleet.cloud._rollouts import RolloutEngine, plan_waves, validate_waves
+from edgefleet.cloud._store import Store
+
+PG = "postgresql://postgres@127.0.0.1:5432/"
+
+
+def test_waves_are_validated_and_planned_cumulatively() -> None:
+    assert validate_waves(["1", "10%", "100%"]) == ["1", "10%", "100%"]
+    for bad in (["1", "50%"], ["0", "100%"], ["abc", "100%"], ["101%"], []):
+        with pytest.raises(InvalidArgumentError):
+            validate_waves(bad)
+    assert plan_waves(20, ["1", "10%", "100%"]) == [0] + [1] + [2] * 18
+    assert plan_waves(3, ["1", "100%"]) == [0, 1, 1]
+    assert plan_waves(1, ["1", "10%", "100%"]) == [0]
+    assert plan_waves(4, ["50%", "100%"]) == [0, 0, 1, 1]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/c.db"
+        return
+    psycopg = pytest.importorskip("psycopg")
+    name = f"edgefleet_unit_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(PG + "postgres", autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL: {exc}")
+    try:
+        yield PG + name
+    finally:
+        with psycopg.connect(PG + "postgres", autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = Store(db_url, clock=Clock())
+    yield s
+    s.close()
+
+
+def pipes(ref: str, healthy: bool = True) -> list[dict[str, Any]]:
+    return [
+        {"name": "cam", "model_ref": ref, "state": "running", "health": {"fps": 10.0, "healthy": healthy}}
+    ]
+
+
+def add_devices(store: Store, n: int, labels: dict[str, str]) -> list[str]:
+    ids = [f"d{i}" for i in range(n)]
+    for i in ids:
+        store.hello(i, labels, {}, pipes("m:1.0.0"), f"r#{i}")
+    return ids
+
+
+def model_row(store: Store, version: str) -> dict[str, Any]:
+    sha = uuid.uuid4().hex + uuid.uuid4().hex
+    row = {
+        "sha256": sha,
+        "name": "m",
+        "version": version,
+        "size": 10,
+        "task": "detection",
+        "description": "",
+        "signed_by": "k",
+        "manifest": {},
+        "pushed_at": store.clock(),
+    }
+    store.add_model(row)
+    return row
+
+
+def create(store: Store, ids: list[str], waves: list[str], version: str = "2.0.0", **params: Any) -> str:
+    model = model_row(store, version)
+    now = store.clock()
+    rid = f"r-{uuid.uuid4().hex[:8]}"
+    plan = plan_waves(len(ids), waves)
+    members = [
+        {
+            "rollout_id": rid,
+            "device_id": d,
+            "wave": w,
+            "state": "pending",
+            "previous_ref": "m:1.0.0",
+            "previous_sha": "",
+            "command_id": "",
+            "swapped_at": 0.0,
+            "message": "",
+            "updated_at": now,
+        }
+        for d, w in zip(ids, plan, strict=True)
+    ]
+    row = {
+        "rollout_id": rid,
+        "request_id": None,
+        "model_name": "m",
+        "model_ref": f"m:{version}",
+        "sha256": model["sha256"],
+        "selector": {},
+        "waves": waves,
+        "params": {"health_window_s": 5.0, "max_failure_ratio": 0.0, **params},
+        "state": "running",
+        "current_wave": 0,
+        "message": "",
+        "created_at": now,
+        "updated_at": now,
+        "lease_owner": "",
+        "lease_until": 0.0,
+    }
+    store.create_rollout(row, members)
+    return rid
+
+
+def engine(store: Store) -> RolloutEngine:
+    return RolloutEngine(store, "test", notify=lambda _d: None, stale_s=30.0)
+
+
+def agent_applies(store: Store, rid: str, device: str, ok: bool = True, ref: str = "m:2.0.0") -> None:
+    cmd = f"{rid}.{device}.apply"
+    store.event(device, cmd, True, ok, "done" if ok else "refused: bad signature")
+    if ok:
+        store.clock.t += 0.1  # type: ignore[attr-defined]
+        store.status(device, pipes(ref), {"healthy": True})
+
+
+def states(store: Store, rid: str) -> dict[str, str]:
+    return {m["device_id"]: m["state"] for m in store.get_rollout(rid)["devices"]}
+
+
+def test_waves_advance_only_after_swap_and_health_window(store: Store) -> None:
+    ids = add_devices(store, 4, {"site": "a"})
+    rid = create(store, ids, ["1", "100%"])
+    eng, clock = engine(store), store.clock
+    assert eng.step(rid) == ["d0"]
+    assert store.pending_commands("d0")[0]["command_id"] == f"{rid}.d0.apply"
+    assert store.pending_commands("d1") == []
+    agent_applies(store, rid, "d0")
+    eng.step(rid)
+    assert states(store, rid)["d0"] == "health"
+    clock.t += 5.0  # type: ignore[attr-defined]
+    store.status("d0", pipes("m:2.0.0"), {"healthy": True})
+    touched = eng.step(rid)
+    assert states(store, rid)["d0"] == "succeeded"
+    assert sorted(touched) == ["d1", "d2", "d3"]
+    # a controller restart is a new engine on the same database: nothing is redone
+    eng2 = engine(store)
+    assert eng2.step(rid) == []
+    for d in ("d1", "d2", "d3"):
+        agent_applies(store, rid, d)
+    eng2.step(rid)
+    clock.t += 5.0  # type: ignore[attr-defined]
+    for d in ("d1", "d2", "d3"):
+        store.status(d, pipes("m:2.0.0"), {"healthy": True})
+    eng2.step(rid)
+    ro = store.get_rollout(rid)
+    assert ro["state"] == "completed", ro
+    assert set(states(store, rid).values()) == {"succeeded"}
+
+
+def test_a_failure_aborts_and_rolls_back_the_wave(store: Store) -> None:
+    ids = add_devices(store, 3, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    eng = engine(store)
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    agent_applies(store, rid, "d1", ok=False)
+    eng.step(rid)
+    ro = store.get_rollout(rid)
+    assert ro["state"] == "aborted"
+    assert "bad signature" in ro["message"]
+    st = states(store, rid)
+    assert st["d0"] == "rolling_back" and st["d1"] == "failed"
+    back = store.pending_commands("d0")[0]
+    assert back["kind"] == "rollback" and back["ref"] == "m:1.0.0"
+    assert store.pending_commands("d1") == []  # refused: it never left 1.0.0
+    store.event("d0", back["command_id"], True, True, "rolled back")
+    eng.step(rid)
+    assert states(store, rid)["d0"] == "rolled_back"
+
+
+def test_health_gate_fails_a_device_whose_pipeline_rolled_back(store: Store) -> None:
+    ids = add_devices(store, 2, {"site": "a"})
+    rid = create(store, ids, ["100%"], max_failure_ratio=0.5)
+    eng = engine(store)
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    agent_applies(store, rid, "d1", ref="m:1.0.0")  # swapped, then the SDK's health gate rolled it back
+    eng.step(rid)
+    eng.step(rid)
+    st = states(store, rid)
+    assert st["d1"] == "failed" and st["d0"] == "health"
+    assert store.get_rollout(rid)["state"] == "running"  # 1 of 2 is not above 50 %
+
+
+def test_operator_controls(store: Store) -> None:
+    ids = add_devices(store, 2, {"site": "a"})
+    rid = create(store, ids, ["1", "100%"])
+    eng = engine(store)
+    eng.control(rid, "pause")
+    assert eng.step(rid) == []  # paused: no new commands
+    with pytest.raises(ConflictError):
+        eng.control(rid, "pause")
+    eng.control(rid, "resume")
+    assert eng.step(rid) == ["d0"]
+    ro, touched = eng.control(rid, "rollback")
+    assert ro["state"] == "rolled_back" and touched == ["d0"]
+    assert {m["device_id"]: m["state"] for m in ro["devices"]} == {"d0": "rolling_back", "d1": "skipped"}
+    with pytest.raises(ConflictError):
+        eng.control(rid, "resume")
+
+
+def test_offline_devices_do_not_block_a_wave_but_converge_later(store: Store) -> None:
+    ids = add_devices(store, 2, {"site": "a"})
+    store.disconnect("d1", "r#d1")
+    store.clock.t += 60  # type: ignore[attr-defined]  # d1 is long gone
+    store.status("d0", pipes("m:1.0.0"), {"healthy": True})
+    rid = create(store, ids, ["100%"])
+    eng = engine(store)
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    eng.step(rid)
+    store.clock.t += 5  # type: ignore[attr-defined]
+    store.status("d0", pipes("m:2.0.0"), {"healthy": True})
+    eng.step(rid)
+    ro = store.get_rollout(rid)
+    assert ro["state"] == "completed" and "1 offline" in ro["message"]
+    assert store.pending_commands("d1")[0]["command_id"] == f"{rid}.d1.apply"  # waiting for it
+    store.hello("d1", {"site": "a"}, {}, pipes("m:1.0.0"), "r#d1b")
+    agent_applies(store, rid, "d1")
+    eng.step(rid)
+    store.clock.t += 5  # type: ignore[attr-defined]
+    store.status("d1", pipes("m:2.0.0"), {"healthy": True})
+    eng.step(rid)
+    assert states(store, rid)["d1"] == "succeeded"
+
+
+def test_migrations_are_versioned_and_idempotent(db_url: str) -> None:
+    engine = create_engine(db_url)
+    try:
+        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0]
+        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0]
+        with engine.connect() as c:
+            assert schema_version(c) == MIGRATIONS[-1][0]
+            assert c.execute(sa.text("SELECT count(*) FROM schema_version")).scalar_one() == len(MIGRATIONS)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    s = Store(f"sqlite:///{tmp_path}/x.db")
+    try:
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+    finally:
+        s.close()
+
+
+def test_bad_urls_are_one_line_errors() -> None:
+    with pytest.raises(DatabaseError, match="unsupported database URL"):
+        Store("mysql://x/y")
+    with pytest.raises(DatabaseError, match="cannot open or migrate"):
+        Store("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_registry_refuses_a_second_artifact_for_one_version(store: Store) -> None:
+    row = model_row(store, "1.0.0")
+    again, created = store.add_model(dict(row))
+    assert not created and again["sha256"] == row["sha256"]
+    other = dict(row, sha256="f" * 64)
+    with pytest.raises(ConflictError, match="already in the registry"):
+        store.add_model(other)
+    assert store.model_by_ref("m:1.0.0")["sha256"] == row["sha256"]
+    assert store.model_by_ref("m:latest")["sha256"] == row["sha256"]
+    with pytest.raises(NotFoundError):
+        store.model_by_ref("m:9.9.9")
+
+
+def test_operator_labels_override_reported_ones(store: Store) -> None:
+    store.hello("cam-1", {"site": "a", "tier": "x"}, {}, [], "r#1")
+    d = store.set_labels("cam-1", {"site": "b"}, ["tier"])
+    assert d["labels"] == {"site": "b"}
+    store.hello("cam-1", {"site": "a", "tier": "x"}, {}, [], "r#2")  # the agent reconnects
+    assert store.get_device("cam-1")["labels"] == {"site": "b"}
+    assert [d["device_id"] for d in store.list_devices({"site": "b"})] == ["cam-1"]
+    assert store.list_devices({"site": "a"}) == []
+
+
+def test_only_the_connection_that_holds_a_device_marks_it_offline(store: Store) -> None:
+    store.hello("cam-1", {}, {}, [], "replica1#a")
+    store.hello("cam-1", {}, {}, [], "replica2#b")  # reconnected elsewhere
+    store.disconnect("cam-1", "replica1#a")
+    assert store.get_device("cam-1")["online"]
+    assert store.forget_connections("replica2") == 1
+    assert not store.get_device("cam-1")["online"]
+
+
+def test_rollout_create_is_idempotent_and_one_active_per_model(store: Store) -> None:
+    store.hello("d0", {}, {}, [], "r#0")
+    rid = create(store, ["d0"], ["100%"])
+    with pytest.raises(ConflictError, match="still active"):
+        create(store, ["d0"], ["100%"], version="3.0.0")
+    assert store.acquire_lease(rid, "a", 10)
+    assert not store.acquire_lease(rid, "b", 10)
+    assert store.acquire_lease(rid, "a", 10)
+    store.clock.t += 11  # type: ignore[attr-defined]
+    assert store.acquire_lease(rid, "b", 10)

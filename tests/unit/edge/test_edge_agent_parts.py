@@ -1,0 +1,154 @@
+"""The agent's parts on real files: strict config, the content-addressed model store's refusals, the
+persistent state, capability detection."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from edgefleet.cloud import pack_package
+from edgefleet.edge import AgentConfigError, ArtifactError, load_agent_config
+from edgefleet.edge._agent import load_trusted_keys
+from edgefleet.edge._caps import detect_capabilities
+from edgefleet.edge._modelstore import ModelStore
+from edgefleet.edge._state import AgentState
+from edgefleet.sdk import generate_signing_key
+
+from tests.support.onnx_models import yolo_package
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> dict[str, Path]:
+    generate_signing_key(tmp_path / "a.pem", tmp_path / "a.pub.pem")
+    generate_signing_key(tmp_path / "b.pem", tmp_path / "b.pub.pem")
+    return {"a": tmp_path / "a.pem", "a_pub": tmp_path / "a.pub.pem", "b": tmp_path / "b.pem"}
+
+
+def make_store(tmp_path: Path, keys: dict[str, Path]) -> ModelStore:
+    return ModelStore(tmp_path / "state", load_trusted_keys((keys["a_pub"],)))
+
+
+def artifact(tmp_path: Path, key: Path | None, version: str = "2.0.0") -> tuple[Path, str, int]:
+    pkg = yolo_package(tmp_path / f"pkg-{version}", version=version)
+    return pack_package(pkg, tmp_path / f"art-{version}.tar", key=key)
+
+
+def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    good = {
+        "device_id": "cam-01",
+        "labels": {"site": "plant-a"},
+        "trusted_keys": ["keys/pub.pem"],
+        "state_dir": "state",
+        "pipelines": {"entrance": {"model": "models/m", "sources": ["synthetic:"]}},
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(good))
+    cfg = load_agent_config(path)
+    assert cfg.state_dir == tmp_path / "state"  # relative to the file
+    assert cfg.trusted_keys == (tmp_path / "keys/pub.pem",)
+    assert cfg.pipelines["entrance"].model == tmp_path / "models/m"
+    for field, value, needle in (
+        ("device_id", "Cam 01", "device_id"),
+        ("labels", {"site": "a b"}, "labels"),
+        ("typo", 1, "typo"),
+    ):
+        path.write_text(yaml.safe_dump({**good, field: value}))
+        with pytest.raises(AgentConfigError) as exc:
+            load_agent_config(path)
+        assert str(path) in str(exc.value) and needle in str(exc.value)
+    with pytest.raises(AgentConfigError, match="no such config file"):
+        load_agent_config(tmp_path / "missing.yaml")
+
+
+def test_store_installs_a_signed_artifact(tmp_path: Path, keys: dict[str, Path]) -> None:
+    store = make_store(tmp_path, keys)
+    path, sha, size = artifact(tmp_path, keys["a"])
+    pkg = store.install(path, sha, size)
+    assert pkg.ref == "toy-yolo:2.0.0" and pkg.signed_by
+    assert store.installed(sha) == pkg.root
+    assert pkg.root.is_relative_to(store.models / sha)
+    assert list(store.staging.iterdir()) == []
+
+
+def _tamper_manifest(src: Path, dst: Path) -> None:
+    """Change the (signed) manifest inside the tar and keep everything else: a re-hashed forgery."""
+    with tarfile.open(src) as tin, tarfile.open(dst, "w") as tout:
+        for m in tin.getmembers():
+            data = tin.extractfile(m).read()  # type: ignore[union-attr]
+            if m.name.endswith("manifest.yaml"):
+                doc = yaml.safe_load(data)
+                doc["description"] = "tampered"
+                data = yaml.safe_dump(doc).encode()
+                m.size = len(data)
+            tout.addfile(m, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("case", ["corrupt", "truncated", "unsigned", "untrusted", "tampered"])
+def test_store_refuses_bad_artifacts_and_stays_unchanged(
+    tmp_path: Path, keys: dict[str, Path], case: str
+) -> None:
+    store = make_store(tmp_path, keys)
+    key = {"unsigned": None, "untrusted": keys["b"]}.get(case, keys["a"])
+    path, sha, size = artifact(tmp_path, key)
+    data = bytearray(path.read_bytes())
+    if case == "corrupt":
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif case == "truncated":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    elif case == "tampered":
+        forged = tmp_path / "forged.tar"
+        _tamper_manifest(path, forged)
+        path, sha, size = forged, hashlib.sha256(forged.read_bytes()).hexdigest(), forged.stat().st_size
+    expected = {
+        "corrupt": "corrupt",
+        "truncated": "truncated",
+        "unsigned": "not signed",
+        "untrusted": "not trusted",
+        "tampered": "does not verify",
+    }[case]
+    with pytest.raises(ArtifactError, match=expected):
+        store.install(path, sha, size)
+    assert list(store.models.iterdir()) == []
+    assert list(store.staging.iterdir()) == []
+
+
+def test_state_survives_a_restart_and_a_corrupt_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    st = AgentState(path)
+    st.serving["cam"] = {"ref": "m:2.0.0", "sha256": "ab", "path": "/x"}
+    st.record_command("c1", True, "serving m:2.0.0", "m:2.0.0")
+    again = AgentState(path)
+    assert again.serving["cam"]["ref"] == "m:2.0.0"
+    assert again.commands["c1"]["ok"] is True
+    assert not list(tmp_path.glob(".state-*"))  # no temporary files left
+    path.write_text("{not json")
+    fresh = AgentState(path)
+    assert fresh.serving == {} and (tmp_path / "state.corrupt").exists()
+
+
+def test_capabilities_are_detected_cheaply() -> None:
+    caps: dict[str, Any] = detect_capabilities("0.1.0")
+    assert caps["arch"] and caps["os"] == "Linux" and caps["cpu_count"] >= 1
+    assert "CPUExecutionProvider" in caps["ort_providers"]
+    json.dumps(caps)  # fits the Capabilities message (plain values)
+
+
+def test_agent_cli_reports_a_bad_config_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text(yaml.safe_dump({"device_id": "cam-01", "pipelines": {}}))
+    edgefleet = str(Path(sys.executable).with_name("edgefleet"))
+    out = subprocess.run(
+        [edgefleet, "agent", "--config", str(cfg)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "pipelines" in out.stderr and str(cfg) in out.stderr.replace("\n", "")

@@ -1,0 +1,143 @@
+"""Agent-side pieces: broker URLs, PipelineStats conversion, Prometheus, JSON logs, rate limit."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from edgefleet.cloud._telemetry import _cli as tcli
+from edgefleet.edge import _telemetry as tel
+from edgefleet.sdk import PipelineStats, StageStats, StreamStats
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+
+def test_exported_names() -> None:
+    assert "TelemetryAgent" in tel.__all__ and "Spool" in tel.__all__
+    assert all(hasattr(tel, n) for n in tel.__all__)
+
+
+def test_broker_urls(tmp_path: Path) -> None:
+    a = tel.parse_broker_url("mqtt://127.0.0.1")
+    assert (a.host, a.port, a.tls) == ("127.0.0.1", 1883, False)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    b = tel.parse_broker_url("mqtts://dev:s3cret@broker.example:9999", ca_file=ca)
+    assert (b.port, b.tls, b.username, b.password, b.ca_file) == (9999, True, "dev", "s3cret", ca)
+    assert "s3cret" not in repr(b) and "s3cret" not in b.redacted_url
+    assert tel.parse_broker_url("mqtts://h").port == 8883
+    for bad, kw in (
+        ("http://h", {}),
+        ("mqtt://", {}),
+        ("mqtt://h", {"ca_file": ca}),
+        ("mqtts://h", {"ca_file": "/nope"}),
+    ):
+        with pytest.raises(tel.BrokerUrlError):
+            tel.parse_broker_url(bad, **kw)  # type: ignore[arg-type]
+
+
+def stats() -> PipelineStats:
+    s = StreamStats(
+        "rtsp://u:pw@cam/1",
+        True,
+        100,
+        98,
+        29.5,
+        2,
+        3,
+        1,
+        1.5,
+        0,
+        10.0,
+        20.0,
+        30.0,
+        True,
+        False,
+        "cannot open rtsp://u:pw@cam/1",
+        "det:2.0.0",
+    )
+    return PipelineStats(
+        elapsed_s=3.4,
+        frames_in=100,
+        results=98,
+        fps=29.5,
+        dropped=2,
+        streams={"cam": s},
+        stages={"infer": StageStats("infer", 50, 14.7, 5.0, 7.0, 9.0)},
+        queues={"infer": 2, "post": 0},
+        copies={"counts": {"host_to_device": 98, "device_to_host": 0}, "bytes": {}},
+        copies_per_frame=0.98,
+        batches=50,
+        mean_batch=1.96,
+        model="det:2.0.0",
+    )
+
+
+def test_pipeline_message_and_prometheus() -> None:
+    msg = tel.pipeline_message("default", stats())
+    assert msg.fps == 29.5 and msg.queue_depths["infer"] == 2 and msg.pixel_copies["host_to_device"] == 98
+    st = msg.streams[0]
+    assert st.stream_id == "rtsp://u:***@cam/1" and "pw" not in st.last_error
+    assert (st.reconnects, st.errors, st.latency.p95_ms) == (3, 1, 20.0)
+    assert msg.stages[0].latency.p99_ms == 9.0 and msg.latency.p95_ms == 20.0
+
+    from edgefleet.proto.v1 import telemetry_pb2 as pb
+
+    t = pb.Telemetry()
+    t.pipelines.append(msg)
+    t.system.cpu_pct = 12.0
+    t.system.gpus.add(index=0, name="tegra", utilization_pct=55.0)
+    reg = CollectorRegistry()
+    reg.register(tel.TelemetryCollector(lambda: t, lambda: {"connected": 1.0, "spool_dropped_total": 3.0}))
+    text = generate_latest(reg).decode()
+    assert 'edgefleet_pipeline_fps{pipeline="default"} 29.5' in text
+    assert (
+        'edgefleet_stream_latency_ms{pipeline="default",quantile="0.95",stream="rtsp://u:***@cam/1"} 20.0'
+        in text
+    )
+    assert 'edgefleet_model_info{model="det",pipeline="default",version="2.0.0"} 1.0' in text
+    assert 'edgefleet_gpu_utilization_percent{gpu="0",name="tegra"} 55.0' in text
+    assert "edgefleet_telemetry_spool_dropped_total 3.0" in text and "pw@" not in text
+
+
+def test_json_lines_formatter_redacts() -> None:
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(tel.JsonLinesFormatter(static={"device": "cam-1"}))
+    log = logging.getLogger("edgefleet.test.jsonlog")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("lost %s", "rtsp://admin:hunter2@10.0.0.5/live", extra={"stream": "s0"})
+    finally:
+        log.removeHandler(handler)
+    rec = json.loads(buf.getvalue())
+    assert rec["level"] == "warning" and rec["device"] == "cam-1" and rec["stream"] == "s0"
+    assert "hunter2" not in rec["msg"] and rec["logger"] == "edgefleet.test.jsonlog"
+
+
+def test_token_bucket() -> None:
+    now = [0.0]
+    bucket = tel.TokenBucket(2.0, 3, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    now[0] = 0.5
+    assert bucket.take() and not bucket.take()
+
+
+def test_identity_rejects_topic_wildcards() -> None:
+    for bad in ("a/b", "+", "#", "", "$SYS"):
+        with pytest.raises(tel.TelemetryError):
+            tel.Identity(bad, "dev")
+
+
+def test_durations() -> None:
+    assert tcli.parse_duration("1h").total_seconds() == 3600
+    assert tcli.parse_duration("90").total_seconds() == 90
+    assert tcli.parse_duration("15m").total_seconds() == 900
+    import typer
+
+    with pytest.raises(typer.BadParameter):
+        tcli.parse_duration("soon")

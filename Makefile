@@ -24,7 +24,7 @@ $(STAMP): constraints.txt $(MEMBERS)
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/edgefleet demo
+	$(BIN)/python tools/demo/run_demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

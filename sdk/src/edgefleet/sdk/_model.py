@@ -17,6 +17,7 @@ from ._config import OnnxRuntimeConfig, TensorRTConfig
 from ._decoders import DecodeContext, Decoder, build_decoder
 from ._errors import EdgefleetError, ModelMismatchError
 from ._manifest import Manifest
+from ._metrics import CopyCounter
 from ._package import ModelPackage
 from ._preprocess import Preprocessor, make_preprocessor
 
@@ -104,6 +105,7 @@ def load_model(
     overrides: dict[str, float] | None = None,
     buffers: int = 3,
     warmup: bool = True,
+    copies: CopyCounter | None = None,
 ) -> LoadedModel:
     """Load, check against the manifest, build the decoder and preallocate input buffers."""
     manifest = package.manifest
@@ -133,7 +135,8 @@ def load_model(
         allocated = [backend.allocate_input(batch) for _ in range(max(2, buffers))]
         for buf in allocated:
             pool.put_nowait(buf)
-        preprocess = make_preprocessor(manifest.input, allocated[0].device)
+        preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)
+        _gpu_candidates(backend, decoder)
         model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
         if warmup:
             buf = pool.get_nowait()
@@ -145,6 +148,15 @@ def load_model(
     except BaseException:
         backend.close()
         raise
+
+
+def _gpu_candidates(backend: Backend, decoder: Decoder) -> None:
+    """Ultralytics-layout detectors on a GPU backend: threshold on the GPU, only candidates come back."""
+    from ._decoders._detection import YoloDecoder
+
+    enable = getattr(backend, "filter_candidates", None)
+    if enable is not None and isinstance(decoder, YoloDecoder):
+        enable(decoder.output, len(decoder.ctx.labels), decoder.p.score_threshold)
 
 
 class ModelLease:

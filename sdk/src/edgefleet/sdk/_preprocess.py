@@ -13,6 +13,7 @@ from ._manifest import InputSpec
 
 if TYPE_CHECKING:
     from ._backends import InputBuffer
+    from ._metrics import CopyCounter
 
 __all__ = ["CpuPreprocessor", "Preprocessor", "Transform", "compute_transform", "make_preprocessor"]
 
@@ -73,12 +74,15 @@ class Preprocessor(Protocol):
     def finish(self, buffer: InputBuffer, n: int) -> None: ...
 
 
-def make_preprocessor(spec: InputSpec, buffer_device: str) -> Preprocessor:
-    """The CPU preprocessor for host buffers; the fused CUDA kernel for device buffers."""
+def make_preprocessor(
+    spec: InputSpec, buffer_device: str, copies: CopyCounter | None = None
+) -> Preprocessor:
+    """The CPU preprocessor for host buffers; the fused CUDA kernel for device buffers. ``copies`` (the
+    pipeline's counter) receives the GPU path's frame uploads (``host_to_device``, one per host frame)."""
     if buffer_device.startswith("cuda"):
         from ._cuda._preprocess import GpuPreprocessor  # the CUDA layer, present with the [cuda] extra
 
-        return GpuPreprocessor(spec, buffer_device)
+        return GpuPreprocessor(spec, buffer_device, copies)
     return CpuPreprocessor(spec)
 
 

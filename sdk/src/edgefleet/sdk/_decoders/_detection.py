@@ -22,17 +22,32 @@ class _DetectionParams(DecoderParams):
     iou_threshold: float = Field(0.45, ge=0, le=1)
     max_detections: int = Field(100, ge=1, le=10_000)
     pre_nms_top_k: int = Field(1000, ge=1)
+    classes: tuple[str, ...] | None = Field(None, description="Keep only these labels (all when unset)")
+
+
+def _class_filter(ctx: DecodeContext, p: _DetectionParams) -> np.ndarray | None:
+    """A boolean mask over class ids for ``classes``, or None to keep every class."""
+    if p.classes is None:
+        return None
+    unknown = sorted(set(p.classes) - set(ctx.labels))
+    if unknown:
+        raise DecoderError(f"{ctx.manifest.ref}: decoder.classes names unknown labels {unknown}")
+    return np.isin(np.array(ctx.labels), p.classes)
 
 
 def _finish(
     ctx: DecodeContext,
     p: _DetectionParams,
+    keep: np.ndarray | None,
     boxes: np.ndarray,
     scores: np.ndarray,
     classes: np.ndarray,
     t: Transform,
 ) -> Decoded:
-    """Threshold-filtered candidates (input pixels) → NMS → source pixels → Detection records."""
+    """Threshold-filtered candidates (input pixels) → class filter → NMS → source pixels → records."""
+    if keep is not None:
+        sel = keep[classes]
+        boxes, scores, classes = boxes[sel], scores[sel], classes[sel]
     if scores.size > p.pre_nms_top_k:
         top = np.argpartition(-scores, p.pre_nms_top_k)[: p.pre_nms_top_k]
         boxes, scores, classes = boxes[top], scores[top], classes[top]
@@ -59,6 +74,7 @@ class YoloDecoder(Decoder):
     def __init__(self, ctx: DecodeContext) -> None:
         self.ctx = ctx
         self.p = ctx.parse(YoloParams)
+        self.keep = _class_filter(ctx, self.p)
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
             raise DecoderError(
@@ -92,7 +108,7 @@ class YoloDecoder(Decoder):
             boxes[:, 1] = xywh[:, 1] - xywh[:, 3] / 2
             boxes[:, 2] = xywh[:, 0] + xywh[:, 2] / 2
             boxes[:, 3] = xywh[:, 1] + xywh[:, 3] / 2
-            results.append(_finish(self.ctx, self.p, boxes, scores[mask], classes[mask], t))
+            results.append(_finish(self.ctx, self.p, self.keep, boxes, scores[mask], classes[mask], t))
         return results
 
 
@@ -112,6 +128,7 @@ class NanoDetDecoder(Decoder):
     def __init__(self, ctx: DecodeContext) -> None:
         self.ctx = ctx
         self.p = ctx.parse(NanoDetParams)
+        self.keep = _class_filter(ctx, self.p)
         spec = ctx.manifest.input
         self._levels = []
         for s in self.p.strides:
@@ -162,9 +179,7 @@ class NanoDetDecoder(Decoder):
                 results.append(Decoded())
                 continue
             results.append(
-                _finish(
-                    self.ctx,
-                    self.p,
+                _finish(self.ctx, self.p, self.keep,
                     np.concatenate(all_boxes),
                     np.concatenate(all_scores),
                     np.concatenate(all_classes),

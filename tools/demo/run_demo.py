@@ -116,7 +116,7 @@ def main() -> int:
     controller = agent = None
     try:
         controller = spawn([EDGEFLEET, "controller", "serve", "--db", f"sqlite:///{out}/controller.db",
-                            "--data-dir", str(out / "controller-data"), "--listen", address,
+                            "--data-dir", str(out / "controller-data"), "--listen", address, "--insecure",
                             "--trusted-key", str(out / "publisher.pub.pem"), "--health-window", "5",
                             "--status-interval", "1"], out / "controller.log")
         client = FleetClient(address)

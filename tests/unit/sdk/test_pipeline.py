@@ -42,7 +42,7 @@ def _write_clip(path: Path, frames: int, size: tuple[int, int] = (160, 120), fps
 
 def test_every_frame_of_every_stream_gets_one_result(toy_models: dict[str, Path], tmp_path: Path) -> None:
     clip = _write_clip(tmp_path / "c.mp4", 40)
-    with Pipeline(toy_models["yolo"], [f"a={clip}", f"b={clip}", "c=synthetic:?width=96&height=64&frames=30&fps=200"],
+    with Pipeline(toy_models["yolo"], [f"a={clip}", f"b={clip}", "c=synthetic:?width=96&height=64&frames=30&fps=200&live=false"],
                   max_batch=4) as p:
         got: dict[str, list[int]] = defaultdict(list)
         for r in p.results():

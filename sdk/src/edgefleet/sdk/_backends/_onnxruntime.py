@@ -1,4 +1,9 @@
-"""ONNX Runtime backend: CPU here; CUDA / TensorRT execution providers where installed."""
+"""ONNX Runtime backend: CPU, or CUDA / TensorRT execution providers where installed.
+
+On ``cuda:N`` (onnxruntime-gpu + cuda-python) the input buffers live on the device, are bound with
+IOBinding together with preallocated device outputs, and ORT runs on this backend's own CUDA stream;
+only the outputs come back to the host (``_ort_cuda.py``). Optional CUDA graphs replay the whole run.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +43,17 @@ def _ort() -> Any:
     return ort
 
 
+def _tensorrt_libs() -> bool:
+    """onnxruntime-gpu lists its TensorRT provider even where TensorRT's libraries are missing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvinfer.so.10")
+    except OSError:
+        return False
+    return True
+
+
 def _shape(raw: Any) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) and d > 0 else -1 for d in raw)
 
@@ -48,9 +64,14 @@ class OnnxRuntimeBackend(Backend):
 
     def __init__(self, config: OnnxRuntimeConfig | None = None, device: str = "cpu") -> None:
         super().__init__(device)
-        self.config = config or OnnxRuntimeConfig()
+        self.config = config or OnnxRuntimeConfig.model_validate({})
         self._session: Any = None
         self.providers: list[str] = []
+        self._stream: Any = None  # edgefleet.sdk._cuda._runtime.Stream on the CUDA path
+        self._ordinal = 0
+        self._on_device = False
+        self._next_graph = 0
+        self._candidates: tuple[str, int, float, int] | None = None
 
     def _providers(self, ort: Any) -> list[Any]:
         available = set(ort.get_available_providers())
@@ -61,12 +82,18 @@ class OnnxRuntimeBackend(Backend):
         else:
             wanted = ["CPUExecutionProvider"]
         chosen: list[Any] = []
-        device_id = int(self.device.split(":")[1]) if ":" in self.device else 0
+        device_id = self._ordinal
         for name in wanted:
-            if name not in available:
+            if name not in available or (name == "TensorrtExecutionProvider" and not _tensorrt_libs()):
                 continue
             if name == "CUDAExecutionProvider":
-                chosen.append((name, {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}))
+                cuda_opts: dict[str, Any] = {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}
+                if self._stream is not None:  # ORT's kernels run on our stream: ordered with our copies
+                    stream = str(self._stream.handle)
+                    cuda_opts |= {"has_user_compute_stream": "1", "user_compute_stream": stream}
+                if self.config.cuda_graph and self._stream is not None:
+                    cuda_opts["enable_cuda_graph"] = "1"
+                chosen.append((name, cuda_opts))
             elif name == "TensorrtExecutionProvider":
                 chosen.append(
                     (
@@ -93,13 +120,41 @@ class OnnxRuntimeBackend(Backend):
             chosen = ["CPUExecutionProvider"]
         return chosen
 
+    def _prepare_cuda(self, ort: Any) -> None:
+        """On cuda:N with a CUDA-capable ORT: resolve the device and make the stream ORT will run on.
+        Without cuda-python, ORT still runs on the GPU but from host buffers (one round trip per batch)."""
+        self._ordinal = int(self.device.split(":")[1]) if self.device[5:].isdigit() else 0
+        if not self.device.startswith("cuda"):
+            return
+        gpu = {"CUDAExecutionProvider", "TensorrtExecutionProvider"} & set(ort.get_available_providers())
+        if not gpu or not self.config.io_binding:
+            return
+        try:
+            from .._cuda._runtime import Stream, parse_device
+
+            self._ordinal = parse_device(self.device)
+            self._stream = Stream(self._ordinal)
+        except BackendUnavailableError:
+            _log.warning(
+                "cuda-python is not installed: ONNX Runtime runs on %s from host buffers "
+                "(pip install 'edgefleet-sdk[cuda]' for device buffers and GPU preprocessing)",
+                self.device,
+            )
+
     def load(self, model_path: Path) -> None:
         ort = _ort()
+        self._prepare_cuda(ort)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         if self.config.intra_op_threads:
             opts.intra_op_num_threads = self.config.intra_op_threads
+        elif self._stream is not None:
+            # On the GPU the CPU pool only runs shape glue: one thread, no spinning, so it does not
+            # compete with the decoder threads and the post-processing thread for cores.
+            opts.intra_op_num_threads = 1
+        if self._stream is not None:
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if not model_path.is_file():
             raise BackendError(f"{model_path}: no such model file")
         try:
@@ -121,6 +176,12 @@ class OnnxRuntimeBackend(Backend):
         if len(self.inputs) != 1:
             raise BackendError(f"{model_path}: expected one image input, the model has {len(self.inputs)}")
         self._output_names = [o.name for o in self.outputs]
+        on_gpu = bool({"CUDAExecutionProvider", "TensorrtExecutionProvider"} & set(self.providers))
+        if self.device.startswith("cuda") and not on_gpu and self._stream is not None:
+            _log.warning(
+                "ONNX Runtime could not start its CUDA provider on %s; running on the CPU", self.device
+            )
+        self._on_device = on_gpu and self._stream is not None
 
     def allocate_input(self, batch: int) -> InputBuffer:
         spec = self.inputs[0]
@@ -132,11 +193,15 @@ class OnnxRuntimeBackend(Backend):
                 "the manifest's input shape must fix every dimension but the batch"
             )
         shape = (rows, *dims)
+        if self._on_device:
+            return self._device_buffer(shape, rows)
         return InputBuffer(array=np.zeros(shape, dtype=spec.dtype), capacity=rows, device="cpu")
 
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
         if self._session is None:
             raise BackendError("backend is closed")
+        if buffer.device != "cpu":
+            return self._infer_device(buffer, n)
         rows = self.fixed_batch or n
         feed = {self.inputs[0].name: buffer.array[:rows]}
         try:
@@ -151,3 +216,36 @@ class OnnxRuntimeBackend(Backend):
 
     def close(self) -> None:
         self._session = None
+        self._candidates = None
+        if self._stream is not None:
+            self._stream.close()
+
+    # --- the CUDA path: device buffers + IOBinding ------------------------------------------------
+    def _device_buffer(self, shape: tuple[int, ...], rows: int) -> InputBuffer:
+        from ._ort_cuda import DeviceBinding
+
+        binding = DeviceBinding(self, shape, rows, graph_id=self._next_graph)
+        self._next_graph += 1
+        return InputBuffer(array=binding.input, capacity=rows, device=f"cuda:{self._ordinal}", handle=binding)
+
+    def _infer_device(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
+        from ._ort_cuda import DeviceBinding
+
+        binding = buffer.handle
+        if not isinstance(binding, DeviceBinding):
+            raise BackendError("this input buffer was not allocated by this backend")
+        return binding.run(n)
+
+    def filter_candidates(
+        self, output: str, num_classes: int, threshold: float, capacity: int = 1024
+    ) -> bool:
+        """Ultralytics-layout output (N, 4 + C, A): keep only anchors whose best score passes
+        ``threshold`` on the GPU, so at most ``capacity`` columns per frame come back (the full tensor
+        when a frame has more). Returns False where it does not apply (CPU, other layouts)."""
+        spec = next((o for o in self.outputs if o.name == output), None)
+        if not self._on_device or spec is None or len(spec.shape) != 3 or spec.shape[1] != 4 + num_classes:
+            return False
+        if spec.shape[2] > 0 and spec.shape[2] <= capacity:
+            return False  # nothing to gain
+        self._candidates = (output, num_classes, float(threshold), capacity)
+        return True

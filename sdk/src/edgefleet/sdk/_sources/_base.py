@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._frames import Allocator
-
 from .._errors import SourceError
+from .._frames import Allocator
 
 __all__ = ["Source", "SourceDisconnected", "SourceSpec", "SourceUnavailable"]
 

@@ -1,0 +1,163 @@
+// edgefleet GPU kernels, compiled at run time with NVRTC (see _nvrtc.py). No headers needed.
+//
+// ef_preprocess_<out>_<layout>: one launch per batch. Each thread writes one output pixel (3 channels)
+// of one batch row: letterbox or stretch, bilinear resize with OpenCV INTER_LINEAR's sampling and
+// fixed-point weights, BGR/RGB/NV12 input, channel order, (x - mean) / std, NCHW or NHWC, and
+// float32 / float16 / uint8 output. Grid: (ceil(W/32), ceil(H/8), rows).
+//
+// ef_candidates: score threshold + bounded compaction for Ultralytics-layout detector outputs
+// (N, 4 + C, A): only anchors whose best class score passes the threshold are copied back.
+
+struct Row {                       // 64 bytes, mirrored by _ROW_DTYPE in _preprocess.py
+    unsigned long long src;        // BGR/RGB: packed HWC rows; NV12: luma plane
+    unsigned long long uv;         // NV12: interleaved chroma plane
+    int src_w, src_h, pitch, uv_pitch;
+    int fmt;                       // 0 BGR, 1 RGB, 2 NV12 BT.601, 3 NV12 BT.709 (limited range)
+    int rw, rh, pad_x, pad_y;      // resized size and top-left offset inside the output
+    float inv_sx, inv_sy;          // src_w / rw, src_h / rh
+    int reserved;
+};
+
+__device__ __forceinline__ int clamp255(int v) { return v < 0 ? 0 : (v > 255 ? 255 : v); }
+
+// One source pixel as B, G, R (0..255). NV12 uses OpenCV's fixed-point YUV420sp conversion.
+__device__ __forceinline__ void fetch(const Row& r, int x, int y, int& b, int& g, int& rr) {
+    const unsigned char* base = (const unsigned char*)r.src;
+    if (r.fmt <= 1) {
+        const unsigned char* p = base + (long long)y * r.pitch + x * 3;
+        int c0 = p[0], c1 = p[1], c2 = p[2];
+        if (r.fmt == 0) { b = c0; g = c1; rr = c2; } else { rr = c0; g = c1; b = c2; }
+        return;
+    }
+    int Y = base[(long long)y * r.pitch + x];
+    const unsigned char* c = (const unsigned char*)r.uv + (long long)(y >> 1) * r.uv_pitch + (x & ~1);
+    int u = (int)c[0] - 128, v = (int)c[1] - 128;
+    int cy, cvr, cvg, cug, cub;
+    if (r.fmt == 2) { cy = 1220542; cvr = 1673527; cvg = -852492; cug = -409993; cub = 2116026; }
+    else            { cy = 1220542; cvr = 1880096; cvg = -558891; cug = -223346; cub = 2214592; }
+    int yy = max(0, Y - 16) * cy;
+    const int half = 1 << 19;
+    rr = clamp255((yy + half + cvr * v) >> 20);
+    g = clamp255((yy + half + cvg * v + cug * u) >> 20);
+    b = clamp255((yy + half + cub * u) >> 20);
+}
+
+// OpenCV's INTER_LINEAR sampling: half-pixel centres, clamped at the borders, and the two weights each
+// rounded to 11 fractional bits on their own (they need not sum to exactly 2048).
+__device__ __forceinline__ void sample_axis(int d, float inv_scale, int size, int& i0, int& i1, int& w0,
+                                            int& w1) {
+    float f = ((float)d + 0.5f) * inv_scale - 0.5f;
+    int i = (int)floorf(f);
+    f -= (float)i;
+    if (i < 0) { f = 0.f; i = 0; }
+    if (i >= size - 1) { f = 0.f; i = size - 1; }
+    i0 = i;
+    i1 = min(i + 1, size - 1);
+    w0 = (int)rintf((1.f - f) * 2048.f);
+    w1 = (int)rintf(f * 2048.f);
+}
+
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+template <typename T> __device__ __forceinline__ T store_value(float v);
+template <> __device__ __forceinline__ float store_value<float>(float v) { return v; }
+template <> __device__ __forceinline__ unsigned short store_value<unsigned short>(float v) { return f32_to_f16(v); }
+template <> __device__ __forceinline__ unsigned char store_value<unsigned char>(float v) { return (unsigned char)v; }
+
+template <typename T, bool RAW, bool NHWC>
+__device__ void preprocess(const Row* __restrict__ rows, T* __restrict__ out, int dst_w, int dst_h,
+                           long long row_stride, float m0, float m1, float m2, float s0, float s1,
+                           float s2, int o0, int o1, int o2, int pad) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= dst_w || y >= dst_h) return;
+    const Row r = rows[blockIdx.z];
+    int px[3];  // B, G, R of the canvas pixel, 0..255
+    const int u = x - r.pad_x, v = y - r.pad_y;
+    if (u < 0 || v < 0 || u >= r.rw || v >= r.rh) {
+        px[0] = px[1] = px[2] = pad;
+    } else {
+        int x0, x1, wx0, wx1, y0, y1, wy0, wy1;
+        sample_axis(u, r.inv_sx, r.src_w, x0, x1, wx0, wx1);
+        sample_axis(v, r.inv_sy, r.src_h, y0, y1, wy0, wy1);
+        int a[3], bq[3], c[3], d[3];
+        fetch(r, x0, y0, a[0], a[1], a[2]);
+        fetch(r, x1, y0, bq[0], bq[1], bq[2]);
+        fetch(r, x0, y1, c[0], c[1], c[2]);
+        fetch(r, x1, y1, d[0], d[1], d[2]);
+        #pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            // horizontal pass at 2^11, then OpenCV's vectorised vertical pass and its rounding
+            int top = a[k] * wx0 + bq[k] * wx1;
+            int bot = c[k] * wx0 + d[k] * wx1;
+            px[k] = clamp255((((wy0 * (top >> 4)) >> 16) + ((wy1 * (bot >> 4)) >> 16) + 2) >> 2);
+        }
+    }
+    const int src_idx[3] = {o0, o1, o2};
+    const float mean[3] = {m0, m1, m2};
+    const float scale[3] = {s0, s1, s2};
+    T* base = out + (long long)blockIdx.z * row_stride;
+    const long long plane = (long long)dst_w * dst_h;
+    #pragma unroll
+    for (int ch = 0; ch < 3; ++ch) {
+        float val = (float)px[src_idx[ch]];
+        if (!RAW) val = (val - mean[ch]) * scale[ch];
+        long long idx = NHWC ? ((long long)y * dst_w + x) * 3 + ch : ch * plane + (long long)y * dst_w + x;
+        base[idx] = store_value<T>(val);
+    }
+}
+
+#define EF_PREPROCESS(NAME, T, RAW, NHWC)                                                              \
+    extern "C" __global__ void NAME(const Row* rows, T* out, int dst_w, int dst_h, long long row_stride,  \
+                                    float m0, float m1, float m2, float s0, float s1, float s2, int o0,   \
+                                    int o1, int o2, int pad) {                                          \
+        preprocess<T, RAW, NHWC>(rows, out, dst_w, dst_h, row_stride, m0, m1, m2, s0, s1, s2, o0, o1,  \
+                                 o2, pad);                                                             \
+    }
+
+EF_PREPROCESS(ef_preprocess_f32_nchw, float, false, false)
+EF_PREPROCESS(ef_preprocess_f32_nhwc, float, false, true)
+EF_PREPROCESS(ef_preprocess_f16_nchw, unsigned short, false, false)
+EF_PREPROCESS(ef_preprocess_f16_nhwc, unsigned short, false, true)
+EF_PREPROCESS(ef_preprocess_u8_nchw, unsigned char, true, false)
+EF_PREPROCESS(ef_preprocess_u8_nhwc, unsigned char, true, true)
+
+__device__ __forceinline__ float load_score(const float* p) { return *p; }
+__device__ __forceinline__ float load_score(const unsigned short* p) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(*p));
+    return f;
+}
+
+// in: (N, 4 + C, A) channels-first. out: (N, 4 + C, K) — the first count[n] columns are candidates
+// (best class score >= threshold), in no particular order; count[n] may exceed K (then the caller falls
+// back to the full tensor for that frame). Grid: (ceil(A/256), N), block 256.
+template <typename T>
+__device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* __restrict__ count, int C,
+                           int A, int K, float threshold) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = blockIdx.y;
+    if (a >= A) return;
+    const int rows = 4 + C;
+    const T* src = in + (long long)n * rows * A;
+    float best = -1.f;
+    for (int c = 0; c < C; ++c) best = fmaxf(best, load_score(src + (long long)(4 + c) * A + a));
+    if (best < threshold) return;
+    int slot = atomicAdd(count + n, 1);
+    if (slot >= K) return;
+    T* dst = out + (long long)n * rows * K;
+    for (int k = 0; k < rows; ++k) dst[(long long)k * K + slot] = src[(long long)k * A + a];
+}
+
+extern "C" __global__ void ef_candidates_f32(const float* in, float* out, int* count, int C, int A, int K,
+                                             float threshold) {
+    candidates<float>(in, out, count, C, A, K, threshold);
+}
+extern "C" __global__ void ef_candidates_f16(const unsigned short* in, unsigned short* out, int* count, int C,
+                                             int A, int K, float threshold) {
+    candidates<unsigned short>(in, out, count, C, A, K, threshold);
+}

@@ -1,0 +1,97 @@
+"""The CUDA layer: pinned memory, device arrays, zero-copy interop with CuPy and PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_pinned_allocator_gives_page_locked_slots(gpu: str) -> None:
+    from edgefleet.sdk._cuda._memory import mapped_device_pointer, pinned_allocator
+    from edgefleet.sdk._cuda._runtime import check, cudart
+
+    alloc = pinned_allocator(gpu)
+    a = alloc((1080, 1920, 3))
+    assert a.shape == (1080, 1920, 3) and a.dtype == np.uint8
+    attrs = check(cudart().cudaPointerGetAttributes(a.ctypes.data), "attrs")
+    assert attrs.type == cudart().cudaMemoryType.cudaMemoryTypeHost
+    a[:] = 7  # writable from the host
+    assert mapped_device_pointer(a) is None  # a discrete GPU: uploaded, not mapped
+
+
+def test_frame_allocator_for_cuda_is_pinned(gpu: str) -> None:
+    from edgefleet.sdk._cuda._memory import HostBlock
+    from edgefleet.sdk._frames import FramePool, frame_allocator
+
+    pool = FramePool((64, 64, 3), 3, frame_allocator(gpu))
+    slot = pool.acquire(1.0)
+    assert slot is not None
+    base = slot.array
+    while base is not None and not isinstance(base, HostBlock):
+        base = base.base
+    assert isinstance(base, HostBlock)
+
+
+def test_device_array_roundtrip_and_views(gpu: str) -> None:
+    from edgefleet.sdk._cuda._array import DeviceArray
+
+    a = DeviceArray.zeros((4, 3, 5), np.float32, 0)
+    host = np.arange(60, dtype=np.float32).reshape(4, 3, 5)
+    a.copy_from_host(host)
+    np.testing.assert_array_equal(a.copy_to_host(), host)
+    np.testing.assert_array_equal(a[1:3].copy_to_host(), host[1:3])
+    np.testing.assert_array_equal(a[2].copy_to_host(), host[2])
+
+
+def test_cupy_interop_both_ways(gpu: str) -> None:
+    cp = pytest.importorskip("cupy")
+    from edgefleet.sdk._cuda._array import DeviceArray, as_device_array
+
+    a = DeviceArray.zeros((8, 8), np.float32, 0)
+    c = cp.asarray(a)  # through __cuda_array_interface__: no copy
+    assert c.data.ptr == a.ptr
+    c += 2
+    cp.cuda.runtime.deviceSynchronize()
+    assert float(a.copy_to_host().sum()) == 128.0
+    d = cp.from_dlpack(a)  # through DLPack: no copy
+    assert d.data.ptr == a.ptr
+    src = cp.arange(12, dtype=cp.uint8).reshape(2, 2, 3)
+    w = as_device_array(src)
+    assert w.ptr == src.data.ptr and w.shape == (2, 2, 3)
+
+
+def test_torch_interop_both_ways(gpu: str) -> None:
+    torch = pytest.importorskip("torch")
+    from edgefleet.sdk._cuda._array import DeviceArray, as_device_array
+
+    a = DeviceArray.zeros((3, 4), np.float32, 0)
+    t = torch.from_dlpack(a)
+    assert t.data_ptr() == a.ptr and t.is_cuda
+    t.add_(1)
+    torch.cuda.synchronize()
+    assert float(a.copy_to_host().sum()) == 12.0
+    src = torch.ones((5, 6, 3), dtype=torch.uint8, device="cuda")
+    w = as_device_array(src)  # CAI
+    assert w.ptr == src.data_ptr()
+
+    class OnlyDLPack:
+        def __init__(self, t: object) -> None:
+            self.t = t
+
+        def __dlpack__(self, **kw: object) -> object:
+            return self.t.__dlpack__()  # type: ignore[attr-defined]
+
+        def __dlpack_device__(self) -> object:
+            return self.t.__dlpack_device__()  # type: ignore[attr-defined]
+
+    w2 = as_device_array(OnlyDLPack(src))
+    assert w2.ptr == src.data_ptr() and w2.shape == (5, 6, 3)
+
+
+def test_nvtx_range_is_harmless(gpu: str) -> None:
+    from edgefleet.sdk._cuda._nvtx import nvtx_range
+
+    with nvtx_range("test"):
+        pass

@@ -1,0 +1,357 @@
+"""GPU benchmarks of the edgefleet data path (run on the GPU machine).
+
+    python tools/bench/gpu_bench.py --models DIR --clip CLIP.mp4 --out RESULT.json --suite raw,naive
+    python tools/bench/gpu_bench.py ... --suite pipeline,density
+
+Suites (each cell is one JSON record; the file is rewritten after every cell, so a run cut short keeps
+what it measured):
+  raw       (a) backend.infer on device-resident input (ONNX Runtime CUDA + IOBinding), outputs to host
+  naive     (b) OpenCV decode → CPU letterbox → session.run on host arrays, one loop
+  pipeline  (c) Pipeline end to end, CPU decode (OpenCV) into pinned slots, GPU preprocessing;
+            (d) the same with the NVDEC source; S streams of the clip, frames/s, p95 latency, copies/frame
+  density   streams paced at the clip's 30 fps (realtime): does p95 end-to-end latency stay <= 100 ms
+            with no drops at S streams?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        import onnxruntime as ort
+
+        info["onnxruntime"] = ort.__version__
+        info["ort_providers"] = ort.get_available_providers()
+    except ImportError:
+        pass
+    try:
+        from edgefleet.sdk._cuda._runtime import device_info
+
+        d = device_info(0)
+        info["gpu"] = {"name": d.name, "arch": d.arch, "memory_gb": round(d.total_memory / 2**30, 1)}
+    except Exception as exc:
+        info["gpu"] = f"unavailable: {exc}"
+    return info
+
+
+class Recorder:
+    def __init__(self, path: Path, argv: list[str]) -> None:
+        self.path = path
+        self.doc: dict[str, Any] = {
+            "command": "python tools/bench/gpu_bench.py " + " ".join(argv),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "environment": _env(),
+            "results": [],
+        }
+        self.flush()
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.doc["results"].append(rec)
+        print(json.dumps(rec), flush=True)
+        self.flush()
+
+    def flush(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.doc, indent=1), encoding="utf-8")
+
+
+def _model_dirs(models: Path, names: list[str]) -> dict[str, Path]:
+    out = {}
+    for n in names:
+        p = ROOT / "models" / "nanodet-m" if n == "nanodet-fp32" else models / n
+        if (p / "manifest.yaml").exists():
+            out[n] = p
+    return out
+
+
+# --- (a) raw ---------------------------------------------------------------------------------------
+def bench_raw(rec: Recorder, models: dict[str, Path], batches: list[int], seconds: float) -> None:
+    from edgefleet.sdk import OnnxRuntimeConfig, load_package
+    from edgefleet.sdk._cuda._array import as_device_array
+    from edgefleet.sdk._model import load_model
+
+    for name, path in models.items():
+        pkg = load_package(path)
+        top = max(batches)
+        for graph in (False, True):
+            m = load_model(
+                pkg, OnnxRuntimeConfig(cuda_graph=graph), device="cuda:0", max_batch=top, warmup=False
+            )
+            buf = m.buffers.get_nowait()
+            dev = as_device_array(buf.array)
+            dev.copy_from_host(np.random.default_rng(0).random(dev.shape).astype(dev.dtype))
+            for b in batches if not graph else [top]:
+                if graph and b != buf.capacity:
+                    continue
+                for _ in range(3):
+                    m.backend.infer(buf, b)
+                n, t0 = 0, time.perf_counter()
+                lat = []
+                while time.perf_counter() - t0 < seconds:
+                    t1 = time.perf_counter()
+                    m.backend.infer(buf, b)
+                    lat.append(time.perf_counter() - t1)
+                    n += 1
+                dt = time.perf_counter() - t0
+                rec.add(
+                    {
+                        "suite": "raw",
+                        "model": name,
+                        "batch": b,
+                        "cuda_graph": graph,
+                        "images_per_s": round(n * b / dt, 1),
+                        "batch_ms_p50": round(float(np.median(lat)) * 1e3, 3),
+                        "note": "backend.infer: device input, ORT run_with_iobinding, outputs copied to host",
+                    }
+                )
+            m.close()
+
+
+# --- (b) naive -------------------------------------------------------------------------------------
+def bench_naive(rec: Recorder, models: dict[str, Path], clip: Path, batches: list[int], frames: int) -> None:
+    import cv2
+    import onnxruntime as ort
+
+    from edgefleet.sdk import load_package
+    from edgefleet.sdk._preprocess import CpuPreprocessor
+
+    for name, path in models.items():
+        pkg = load_package(path)
+        spec = pkg.manifest.input
+        sess = ort.InferenceSession(
+            str(pkg.model_path), providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
+        )
+        pre = CpuPreprocessor(spec)
+        for b in batches:
+            cap = cv2.VideoCapture(str(clip))
+            x = np.zeros((b, *spec.shape[1:]), spec.dtype)
+            done, t0 = 0, time.perf_counter()
+            while done < frames:
+                k = 0
+                while k < b:
+                    ok, img = cap.read()
+                    if not ok:
+                        cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+                        continue
+                    pre.write(img, x[k])
+                    k += 1
+                sess.run(None, {spec.name: x})
+                done += b
+            dt = time.perf_counter() - t0
+            rec.add(
+                {
+                    "suite": "naive",
+                    "model": name,
+                    "batch": b,
+                    "frames": done,
+                    "fps": round(done / dt, 1),
+                    "note": "one thread: cv2 decode, CPU letterbox, session.run(host)",
+                }
+            )
+
+
+# --- (c)/(d) pipeline ------------------------------------------------------------------------------
+def _pipeline(
+    model: Path, sources: list[Any], batch: int, frames: int | None, timeout_ms: float = 5.0
+) -> dict[str, Any]:
+    """Run a pipeline to the end; throughput and latency over the steady part (after the first 20 % of
+    results: model warm-up, decoder sessions opening and the first queues filling are left out)."""
+    from edgefleet.sdk import Pipeline
+
+    times: list[float] = []
+    lat: list[float] = []
+
+    def on_result(r: Any) -> None:
+        times.append(time.monotonic())
+        lat.append(r.latency_ms)
+
+    p = Pipeline(
+        model,
+        sources,
+        device="cuda:0",
+        max_batch=batch,
+        max_frames=frames,
+        batch_timeout_ms=timeout_ms,
+        on_result=on_result,
+    )
+    p.start()
+    t_start = time.monotonic()
+    s = p.run()
+    wall = time.monotonic() - t_start
+    k = len(times) // 5
+    span = times[-1] - times[k] if len(times) > k + 1 else 0.0
+    steady = (len(times) - 1 - k) / span if span > 0 else 0.0
+    e2e = np.asarray(lat[k:]) if lat else np.zeros(1)
+    return {
+        "frames": s.results,
+        "fps": round(steady, 1),
+        "fps_incl_startup": round(s.results / wall, 1) if wall else 0.0,
+        "wall_s": round(wall, 2),
+        "latency_p50_ms": round(float(np.percentile(e2e, 50)), 1),
+        "latency_p95_ms": round(float(np.percentile(e2e, 95)), 1),
+        "copies_per_frame": round(s.copies_per_frame, 3),
+        "copies": s.copies["counts"],
+        "dropped": s.dropped,
+        "mean_batch": round(s.mean_batch, 2),
+        "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
+    }
+
+
+def bench_pipeline(
+    rec: Recorder,
+    models: dict[str, Path],
+    clip: Path,
+    cells: list[tuple[str, int, int]],
+    decoders: list[str],
+    frames_total: int,
+) -> None:
+    for name, path in models.items():
+        for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
+            for dec in decoders:
+                src = f"nvdec:{clip}" if dec == "nvdec" else str(clip)
+                per = min(600, max(60, frames_total // streams))  # the clip has 600 frames
+                try:
+                    r = _pipeline(path, [src] * streams, batch, per)
+                except Exception as exc:
+                    r = {"error": f"{type(exc).__name__}: {exc}"}
+                    traceback.print_exc()
+                rec.add(
+                    {
+                        "suite": "pipeline",
+                        "model": name,
+                        "decode": dec,
+                        "streams": streams,
+                        "batch": batch,
+                        "frames_per_stream": per,
+                        **r,
+                    }
+                )
+
+
+def bench_density(
+    rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
+) -> None:
+    for dec in decoders:
+        for s in streams:
+            base = f"nvdec:{clip}" if dec == "nvdec" else str(clip)
+            src = f"{base}?realtime=1" if dec != "nvdec" else base
+            frames = int(30 * seconds)
+            try:
+                if dec == "nvdec":
+                    from edgefleet.sdk._sources import parse_source
+
+                    specs = []
+                    for i in range(s):
+                        sp = parse_source(base, i)
+                        specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
+                    r = _pipeline(model, specs, min(s, 64), frames)  # type: ignore[arg-type]
+                else:
+                    r = _pipeline(model, [src] * s, min(s, 64), frames)
+            except Exception as exc:
+                r = {"error": f"{type(exc).__name__}: {exc}"}
+                traceback.print_exc()
+            ok = (
+                "error" not in r
+                and r["latency_p95_ms"] <= 100
+                and r["dropped"] == 0
+                and r["frames"] == s * frames
+                and r["fps"] >= 0.97 * 30 * s
+            )
+            rec.add(
+                {
+                    "suite": "density",
+                    "model": name,
+                    "decode": dec,
+                    "streams": s,
+                    "paced_fps_per_stream": 30,
+                    "sustained": ok,
+                    **r,
+                }
+            )
+
+
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", type=Path, default=Path("/tmp/edgefleet-bench-models"))
+    ap.add_argument("--clip", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--suite", default="raw,naive,pipeline,density")
+    ap.add_argument("--seconds", type=float, default=1.5)
+    ap.add_argument("--only", default="", help="comma list of model names to measure (default: all)")
+    ap.add_argument("--streams", default="1,4,16,64", help="stream counts of the pipeline suite")
+    ap.add_argument("--density-streams", default="16,32,64")
+    args = ap.parse_args(argv)
+    rec = Recorder(args.out, argv)
+    suites = args.suite.split(",")
+    names = ["yolov8n-fp32", "yolov8n-fp16", "resnet50-fp32", "resnet50-fp16", "nanodet-fp32"]
+    models = _model_dirs(args.models, [n for n in names if not args.only or n in args.only.split(",")])
+    stream_counts = [int(x) for x in args.streams.split(",")]
+    density_counts = [int(x) for x in args.density_streams.split(",")]
+    rec.doc["models"] = {k: str(v) for k, v in models.items()}
+    t0 = time.perf_counter()
+    for suite in suites:
+        try:
+            if suite == "raw":
+                bench_raw(rec, models, [1, 8, 32], args.seconds)
+            elif suite == "naive":
+                bench_naive(
+                    rec,
+                    {k: v for k, v in models.items() if k.endswith("fp32") or k.endswith("fp16")},
+                    args.clip,
+                    [1, 8],
+                    96,
+                )
+            elif suite == "pipeline":
+                cells = [
+                    (m, s, 8 if s == 1 else 32)
+                    for m in ("yolov8n-fp16", "yolov8n-fp32")
+                    for s in stream_counts
+                ]
+                cells += [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
+                bench_pipeline(
+                    rec,
+                    {k: v for k, v in models.items() if any(c[0] == k for c in cells)},
+                    args.clip,
+                    cells,
+                    ["cpu", "nvdec"],
+                    2400,
+                )
+            elif suite == "density" and "yolov8n-fp16" in models:
+                bench_density(
+                    rec,
+                    models["yolov8n-fp16"],
+                    "yolov8n-fp16",
+                    args.clip,
+                    density_counts,
+                    ["nvdec", "cpu"],
+                    8.0,
+                )
+        except Exception:
+            traceback.print_exc()
+            rec.doc.setdefault("errors", []).append(f"{suite}: {traceback.format_exc(limit=3)}")
+        rec.doc.setdefault("suite_seconds", {})[suite] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        rec.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

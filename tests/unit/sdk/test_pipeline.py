@@ -194,3 +194,16 @@ def test_keep_raw_attaches_outputs(toy_models: dict[str, Path]) -> None:
     with Pipeline(toy_models["yolo"], ["synthetic:?frames=2&fps=100"], keep_raw=True) as p:
         r = next(iter(p.results()))
     assert r.raw is not None and r.raw["output0"].shape == (7, 16)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_parallel_inference_workers_keep_each_stream_in_order(
+    toy_models: dict[str, Path], tmp_path: Path, workers: int
+) -> None:
+    clip = _write_clip(tmp_path / "c.mp4", 60)
+    with Pipeline(toy_models["yolo"], [f"a={clip}", f"b={clip}"], max_batch=2, infer_workers=workers) as p:
+        assert p.infer_workers == workers
+        order: dict[str, list[int]] = defaultdict(list)
+        for r in p.results():
+            order[r.stream_id].append(r.sequence)
+    assert order == {"a": list(range(60)), "b": list(range(60))}

@@ -110,15 +110,14 @@ def _mode_naive(model: Path, source: Path, frames: int, batch: int, device: str)
 
 
 def _mode_pipeline(
-    model: Path, source: Path, frames: int, batch: int, device: str, streams: int
+    model: Path, source: Path, frames: int, batch: int, device: str, streams: int, workers: int | None = None
 ) -> dict[str, Any]:
     from ._pipeline import Pipeline
 
     per_stream = max(1, frames // streams)
     sources = [f"s{i}={source}?loop=1" for i in range(streams)]
-    p = Pipeline(
-        model, sources, device=device, max_batch=batch, max_frames=per_stream, on_result=lambda r: None
-    )
+    p = Pipeline(model, sources, device=device, max_batch=batch, max_frames=per_stream, on_result=lambda r: None,
+                 infer_workers=workers)
     p.start()
     t0 = time.perf_counter()
     stats = p.run()
@@ -128,6 +127,8 @@ def _mode_pipeline(
         "seconds": dt,
         "fps": stats.results / dt,
         "batch": batch,
+        "infer_workers": p.infer_workers,
+        "intra_op_threads": getattr(p.backend_config, "intra_op_threads", None),
         "mean_batch": stats.mean_batch,
         "streams": streams,
         "dropped": stats.dropped,
@@ -147,13 +148,14 @@ def _child(argv: list[str]) -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--streams", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workers", type=int, default=None)
     a = ap.parse_args(argv)
     if a.mode == "raw":
         res = _mode_raw(a.model, a.source, a.frames, a.batch, a.device)
     elif a.mode == "naive":
         res = _mode_naive(a.model, a.source, a.frames, a.batch, a.device)
     else:
-        res = _mode_pipeline(a.model, a.source, a.frames, a.batch, a.device, a.streams)
+        res = _mode_pipeline(a.model, a.source, a.frames, a.batch, a.device, a.streams, a.workers)
     res["mode"] = a.mode
     res["peak_rss_mb"] = round(_peak_rss_mb(), 1)
     print(json.dumps(res))
@@ -178,33 +180,21 @@ def run_bench(
 
         raise SourceError(f"{source}: no such video file")
     results: dict[str, Any] = {}
-    for mode in ("raw", "naive", "pipeline"):
+    # (name, mode, extra arguments); the single-worker pipeline shows what the parallel workers add
+    runs = [("raw", "raw", []), ("naive", "naive", []), ("pipeline", "pipeline", []),
+            ("pipeline_one_worker", "pipeline", ["--workers", "1"])]
+    for name, mode, extra in runs:
         if not as_json:
-            print(f"measuring {mode} ...", file=sys.stderr)
-        cmd = [
-            sys.executable,
-            "-m",
-            "edgefleet.sdk._bench",
-            mode,
-            "--model",
-            str(model),
-            "--source",
-            str(source),
-            "--frames",
-            str(frames),
-            "--batch",
-            str(batch if mode != "naive" else 1),
-            "--streams",
-            str(streams),
-            "--device",
-            device,
-        ]
+            print(f"measuring {name} ...", file=sys.stderr)
+        cmd = [sys.executable, "-m", "edgefleet.sdk._bench", mode, "--model", str(model), "--source", str(source),
+               "--frames", str(frames), "--batch", str(batch if mode != "naive" else 1), "--streams", str(streams),
+               "--device", device, *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             from ._errors import EdgefleetError
 
-            raise EdgefleetError(f"bench mode {mode} failed: {proc.stderr.strip().splitlines()[-1:]}")
-        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+            raise EdgefleetError(f"bench mode {name} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     report = {
         "command": " ".join(
             [
@@ -233,7 +223,9 @@ def run_bench(
         "ratios": {
             "pipeline_over_naive": results["pipeline"]["fps"] / results["naive"]["fps"],
             "pipeline_over_raw": results["pipeline"]["fps"] / results["raw"]["fps"],
+            "pipeline_one_worker_over_naive": results["pipeline_one_worker"]["fps"] / results["naive"]["fps"],
         },
+        "load_average_at_end": _loadavg(),
     }
     text = json.dumps(report, indent=2)
     if out is not None:
@@ -241,6 +233,12 @@ def run_bench(
         out.write_text(text + "\n", encoding="utf-8")
     print(text)
     return report
+
+
+def _loadavg() -> list[float]:
+    import os
+
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
 def _cores() -> int:

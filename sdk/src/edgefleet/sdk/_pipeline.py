@@ -54,6 +54,7 @@ class _Batch:
     buffer: InputBuffer | None
     transforms: list[Transform]
     formed: float
+    index: int  # formation order; results leave in this order whatever order workers finish in
     outputs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,6 +92,7 @@ class Pipeline:
         iou_threshold: float | None = None,
         max_frames: int | None = None,
         keep_raw: bool = False,
+        infer_workers: int | None = None,
         result_queue: int = 256,
     ) -> None:
         self.config = _validate_args(
@@ -104,6 +106,7 @@ class Pipeline:
             iou_threshold=iou_threshold,
             max_frames=max_frames,
             keep_raw=keep_raw,
+            infer_workers=infer_workers,
         )
         self._package_arg = model
         self._specs = [s if isinstance(s, SourceSpec) else parse_source(s, i) for i, s in enumerate(sources)]
@@ -118,7 +121,8 @@ class Pipeline:
         self._yield = on_result is None
         self._results: queue.Queue[Any] = queue.Queue(maxsize=result_queue)
         self._device = self.config.device
-        self._backend_cfg = self.config.backend
+        self._workers = self.config.infer_workers or _default_workers(self.config)
+        self._backend_cfg = _backend_for_workers(self.config, self._workers)
         self._max_batch = max_batch
         self._batch_timeout = batch_timeout_ms / 1000.0
         self.overrides = {
@@ -177,6 +181,7 @@ class Pipeline:
             iou_threshold=config.iou_threshold,
             max_frames=config.max_frames,
             keep_raw=config.keep_raw,
+            infer_workers=config.infer_workers,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -191,6 +196,15 @@ class Pipeline:
         if self._slot is None:
             raise PipelineError("the pipeline has not started")
         return self._slot
+
+    @property
+    def backend_config(self) -> OnnxRuntimeConfig | TensorRTConfig:
+        """The backend config in effect (threads split between inference workers)."""
+        return self._backend_cfg
+
+    @property
+    def infer_workers(self) -> int:
+        return self._workers
 
     @property
     def specs(self) -> list[SourceSpec]:
@@ -218,8 +232,11 @@ class Pipeline:
                 max_batch=self._max_batch,
                 overrides=self.overrides,
                 copies=self.copies,
+                buffers=2 + self._workers,
             )
             stack.callback(model.close)
+            if self._workers > 1 and not model.backend.concurrent_infer:
+                self._workers = 1  # e.g. a CUDA session: one stream, one worker
             self._slot = ModelSlot(model)
             for sink in self._sinks:
                 sink.stream_fps = self._stream_fps
@@ -250,11 +267,10 @@ class Pipeline:
             )
             self._runners.append(runner)
         self._batcher = Batcher([r.queue for r in self._runners], self._cond, self._batch_timeout)
-        for name, target in (
-            ("batch", self._batch_loop),
-            ("infer", self._infer_loop),
-            ("post", self._post_loop),
-        ):
+        stages = [("batch", self._batch_loop)]
+        stages += [(f"infer{i}" if self._workers > 1 else "infer", self._infer_loop) for i in range(self._workers)]
+        stages.append(("post", self._post_loop))
+        for name, target in stages:
             t = threading.Thread(target=self._guard(name, target), name=f"edgefleet-{name}", daemon=True)
             self._threads.append(t)
         self._state = "running"
@@ -413,7 +429,8 @@ class Pipeline:
                     self._discard(batch)
                     return
         finally:
-            self._put(self._q_infer, _END)
+            for _ in range(self._workers):
+                self._put(self._q_infer, _END)
 
     def _form(self, frames: list[Frame], lease: ModelLease) -> _Batch | None:
         model = lease.model
@@ -426,7 +443,7 @@ class Pipeline:
                 return None
             buffer = model.acquire_buffer(0.1)
         formed = time.monotonic()
-        batch = _Batch(frames, lease, buffer, [], formed)
+        batch = _Batch(frames, lease, buffer, [], formed, self._batches)
         queue_stage = self._stages["queue"]
         for f in frames:
             queue_stage.record(formed - f.captured)
@@ -515,16 +532,28 @@ class Pipeline:
         return True
 
     def _post_loop(self) -> None:
+        pending: dict[int, _Batch] = {}  # batches that finished before an earlier one
+        next_index = 0
+        ends = 0
         try:
-            while True:
+            while ends < self._workers:
                 batch = self._get(self._q_post)
                 if batch is _END:
-                    return
-                try:
-                    self._deliver(batch)
-                finally:
-                    self._discard(batch)
+                    if self._abort.is_set():
+                        return
+                    ends += 1
+                    continue
+                pending[batch.index] = batch
+                while next_index in pending:
+                    ready = pending.pop(next_index)
+                    next_index += 1
+                    try:
+                        self._deliver(ready)
+                    finally:
+                        self._discard(ready)
         finally:
+            for batch in pending.values():
+                self._discard(batch)
             self._finished_at = time.monotonic()
             for sink in self._sinks:
                 try:
@@ -653,6 +682,24 @@ class Pipeline:
             if r.source.stream_id == stream_id:
                 return r.source.nominal_fps()
         return None
+
+
+def _default_workers(config: PipelineConfig) -> int:
+    """Two single-threaded inference workers beat one two-threaded run for the small models edge
+    pipelines use, on ONNX Runtime's CPU path; GPU backends keep one (one CUDA stream)."""
+    if config.device != "cpu" or not isinstance(config.backend, OnnxRuntimeConfig):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if cores >= 2 else 1
+
+
+def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeConfig | TensorRTConfig:
+    """With several CPU workers, split the cores between them unless the user set the threads."""
+    backend = config.backend
+    if workers > 1 and isinstance(backend, OnnxRuntimeConfig) and backend.intra_op_threads is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return backend.model_copy(update={"intra_op_threads": max(1, cores // workers)})
+    return backend
 
 
 def _validate_args(**kwargs: Any) -> PipelineConfig:

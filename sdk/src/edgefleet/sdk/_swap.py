@@ -187,9 +187,9 @@ class Swapper:
             t0 = time.perf_counter()
             self._emit(SwapEvent("load", f"loading {package.ref} beside {old.ref}", package.ref), progress, report)
             try:
-                new = load_model(package, self.p.config.backend, device=self.p.config.device,
+                new = load_model(package, self.p.backend_config, device=self.p.config.device,
                                  max_batch=self.p.config.max_batch, overrides=self.p.overrides, warmup=False,
-                                 copies=self.p.copies)
+                                 copies=self.p.copies, buffers=2 + self.p.infer_workers)
             except EdgefleetError as exc:
                 return self._refuse(report, "load", str(exc), progress)
             report.load_ms = (time.perf_counter() - t0) * 1000.0

@@ -46,6 +46,9 @@ class Backend(ABC):
 
     kind: ClassVar[str]
     extra: ClassVar[str]  # the pip extra that installs its library
+    #: True when ``infer`` may run from several threads at once on different buffers (ONNX Runtime's CPU
+    #: sessions); the pipeline then runs several inference workers on one loaded model.
+    concurrent_infer: bool = False
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device

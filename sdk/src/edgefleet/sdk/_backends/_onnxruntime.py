@@ -165,6 +165,8 @@ class OnnxRuntimeBackend(Backend):
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise BackendError(f"{model_path}: ONNX Runtime cannot load this model: {msg}") from None
         self.providers = list(self._session.get_providers())
+        # InferenceSession.run is thread-safe; on the CPU path nothing else is shared between calls.
+        self.concurrent_infer = self.providers[:1] == ["CPUExecutionProvider"]
         self.inputs = tuple(
             TensorSpec(i.name, _shape(i.shape), _DTYPES.get(i.type, i.type))
             for i in self._session.get_inputs()

@@ -21,8 +21,10 @@ SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not SYSTEM_GI.is_dir() or sys.version_info[:2] != (3, 11),
-                       reason="Debian's python3-gi (for Python 3.11) is not installed"),
+    pytest.mark.skipif(
+        not SYSTEM_GI.is_dir() or sys.version_info[:2] != (3, 11),
+        reason="Debian's python3-gi (for Python 3.11) is not installed",
+    ),
 ]
 
 
@@ -43,8 +45,14 @@ def _run(tmp_path: Path, body: str) -> dict[str, object]:
         model = yolo_package(Path(sys.argv[1]) / "model")
     """) + textwrap.dedent(body)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(link), str(REPO)]))
-    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                         env=env, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     if "skip" in result:
@@ -53,7 +61,9 @@ def _run(tmp_path: Path, body: str) -> dict[str, object]:
 
 
 def test_gstreamer_pipeline_string_runs_to_end_of_stream(tmp_path: Path) -> None:
-    r = _run(tmp_path, """
+    r = _run(
+        tmp_path,
+        """
         desc = "gst:videotestsrc num-buffers=30 is-live=true ! video/x-raw,width=320,height=240,framerate=30/1"
         with Pipeline(model, [desc]) as p:
             results = list(p.results())
@@ -61,7 +71,8 @@ def test_gstreamer_pipeline_string_runs_to_end_of_stream(tmp_path: Path) -> None
         print(json.dumps({"n": len(results), "frames_in": s.frames_in, "dropped": s.dropped,
                           "w": results[0].frame_width, "h": results[0].frame_height,
                           "copies": s.copies["counts"]["host_to_host"]}))
-    """)
+    """,
+    )
     assert r["frames_in"] == 30
     assert r["n"] + r["dropped"] == 30  # type: ignore[operator]
     assert (r["w"], r["h"]) == (320, 240)
@@ -69,12 +80,15 @@ def test_gstreamer_pipeline_string_runs_to_end_of_stream(tmp_path: Path) -> None
 
 
 def test_bad_gstreamer_pipeline_is_a_clear_error(tmp_path: Path) -> None:
-    r = _run(tmp_path, """
+    r = _run(
+        tmp_path,
+        """
         try:
             with Pipeline(model, ["gst:nosuchelement ! fakesink"]) as p:
                 list(p.results())
             print(json.dumps({"error": None}))
         except PipelineError as exc:
             print(json.dumps({"error": str(exc)}))
-    """)
+    """,
+    )
     assert "does not parse" in str(r["error"]) and "nosuchelement" in str(r["error"])

@@ -16,7 +16,9 @@ from .rtsp_server import RtspServer, rtsp_available
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not rtsp_available(), reason="GStreamer RTSP server not installed (tools/ci/install-system-deps.sh)"),
+    pytest.mark.skipif(
+        not rtsp_available(), reason="GStreamer RTSP server not installed (tools/ci/install-system-deps.sh)"
+    ),
 ]
 
 PASSWORD = "s3cr3t-pa55"
@@ -39,8 +41,11 @@ def test_camera_outage_reconnects_and_pipeline_keeps_running(
     results: list[Result] = []
     try:
         source = f"cam={server.url}#timeout_ms=1000"
-        p = Pipeline(toy_models["yolo"], [source, "pattern=synthetic:?fps=20&width=160&height=120"],
-                     on_result=results.append)
+        p = Pipeline(
+            toy_models["yolo"],
+            [source, "pattern=synthetic:?fps=20&width=160&height=120"],
+            on_result=results.append,
+        )
         p.start()
         assert _wait(lambda: sum(r.stream_id == "cam" for r in results) >= 20, 30), p.stats()
         server.kill()  # the camera vanishes

@@ -68,9 +68,7 @@ def constant_head_model(
     _save(helper.make_graph(nodes, "const_head", [x], [y], inits), path)
 
 
-def identity_model(
-    path: Path, *, size: int = 32, input_name: str = "images", output_name: str = "out"
-) -> None:
+def identity_model(path: Path, *, size: int = 32, input_name: str = "images", output_name: str = "out") -> None:
     x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", 3, size, size])
     y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["batch", 3, size, size])
     _save(
@@ -144,11 +142,7 @@ def yolo_package(
     nan: bool = False,
     nan_above: float | None = None,
 ) -> Path:
-    boxes = (
-        boxes
-        if boxes is not None
-        else [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (10, 10, 8, 8, 1, 0.7)]
-    )
+    boxes = boxes if boxes is not None else [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (10, 10, 8, 8, 1, 0.7)]
     const = yolo_const(len(labels), boxes)
     if nan:
         const[0, 0, 0] = np.nan

@@ -19,7 +19,8 @@ def test_help_does_not_import_inference_or_video_libraries() -> None:
         "import sys\n"
         "from edgefleet.sdk._cli._app import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in sys.modules if m.split('.')[0] in {'cv2', 'onnxruntime', 'tensorrt', 'cuda', 'av', 'cupy', 'torch'}]\n"
+        "heavy_libs = {'cv2', 'onnxruntime', 'tensorrt', 'cuda', 'av', 'cupy', 'torch'}\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in heavy_libs]\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -52,8 +53,17 @@ def test_unreachable_camera_retries_with_the_password_redacted(toy_models: dict[
     import time
 
     proc = subprocess.Popen(
-        [EDGEFLEET, "run", "--model", str(toy_models["yolo"]), "--source", "rtsp://admin:hunter2@127.0.0.1:1/x"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            EDGEFLEET,
+            "run",
+            "--model",
+            str(toy_models["yolo"]),
+            "--source",
+            "rtsp://admin:hunter2@127.0.0.1:1/x",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(4)  # a live camera that is down is retried with backoff, not abandoned
     assert proc.poll() is None
@@ -65,8 +75,22 @@ def test_unreachable_camera_retries_with_the_password_redacted(toy_models: dict[
 
 
 def test_run_json_summary_and_outputs(nanodet: Path, clip: Path, tmp_path: Path) -> None:
-    res = _run("run", "--model", str(nanodet), "--source", str(clip), "--max-frames", "12", "--batch", "2",
-               "--jsonl", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "a.mp4"), "--json")
+    res = _run(
+        "run",
+        "--model",
+        str(nanodet),
+        "--source",
+        str(clip),
+        "--max-frames",
+        "12",
+        "--batch",
+        "2",
+        "--jsonl",
+        str(tmp_path / "d.jsonl"),
+        "--out",
+        str(tmp_path / "a.mp4"),
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     stats = json.loads(res.stdout)
     assert stats["results"] == 12 and stats["dropped"] == 0

@@ -92,7 +92,5 @@ def test_cli_help_imports_no_cuda() -> None:
         " or m.startswith('edgefleet.sdk._cuda')]\n"
         "print('LOADED', bad)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert "LOADED []" in out.stdout, out.stdout + out.stderr

@@ -3,6 +3,7 @@ and a model that fails after cut-over is rolled back with its batch re-run on th
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import threading
 import time
@@ -32,7 +33,9 @@ def _check_invariants(per_stream: dict[str, list[Result]], frames: int) -> None:
         assert [r.sequence for r in results] == list(range(frames))  # gap-free, in order, exactly once
 
 
-def _swap_later(p: Pipeline, pkg: Path | str, delay: float, reports: list[SwapReport], **kw: object) -> threading.Thread:
+def _swap_later(
+    p: Pipeline, pkg: Path | str, delay: float, reports: list[SwapReport], **kw: object
+) -> threading.Thread:
     def run() -> None:
         time.sleep(delay)
         reports.append(p.swap_model(pkg, **kw))  # type: ignore[arg-type]
@@ -58,7 +61,7 @@ def test_swap_under_load_changes_version_once_per_stream(toy_models: dict[str, P
     for results in per_stream.values():
         versions = [r.model_version for r in results]
         assert versions[0] == "1.0.0" and versions[-1] == "2.0.0"
-        assert sum(a != b for a, b in zip(versions, versions[1:])) == 1
+        assert sum(a != b for a, b in itertools.pairwise(versions)) == 1
         # the new version's class list and input size came with it
         assert {d.label for r in results if r.model_version == "2.0.0" for d in r.detections} <= set("abcde")
 
@@ -88,8 +91,16 @@ def test_shape_mismatch_refused_at_load(toy_models: dict[str, Path], tmp_path: P
     shutil.copytree(toy_models["yolo_v2"], bad)
     data = yaml.safe_load((bad / "manifest.yaml").read_text())
     data["outputs"][0]["shape"] = [-1, 12, 16]
-    write_package(bad, name=data["name"], version="2.0.1", task="detection", input_spec=data["input"],
-                  outputs=data["outputs"], decoder=data["decoder"], labels=list("abcde"))
+    write_package(
+        bad,
+        name=data["name"],
+        version="2.0.1",
+        task="detection",
+        input_spec=data["input"],
+        outputs=data["outputs"],
+        decoder=data["decoder"],
+        labels=list("abcde"),
+    )
     reports: list[SwapReport] = []
     with Pipeline(toy_models["yolo"], STREAMS, max_batch=4) as p:
         t = _swap_later(p, bad, 1.0, reports)

@@ -137,8 +137,16 @@ def test_shape_mismatch_is_refused_naming_both(pkg: Path) -> None:
 
     data = yaml.safe_load((pkg / "manifest.yaml").read_text())
     data["input"]["shape"] = [-1, 3, 128, 128]
-    write_package(pkg, name=data["name"], version=data["version"], task=data["task"], input_spec=data["input"],
-                  outputs=data["outputs"], decoder=data["decoder"], labels=["person", "car", "dog"])
+    write_package(
+        pkg,
+        name=data["name"],
+        version=data["version"],
+        task=data["task"],
+        input_spec=data["input"],
+        outputs=data["outputs"],
+        decoder=data["decoder"],
+        labels=["person", "car", "dog"],
+    )
     with pytest.raises(ModelMismatchError) as exc:
         load_model(load_package(pkg))
     assert "[-1, 3, 128, 128]" in str(exc.value) and "[-1, 3, 64, 64]" in str(exc.value)
@@ -150,8 +158,16 @@ def test_corrupt_onnx_with_matching_hash_is_a_clear_backend_error(pkg: Path) -> 
 
     (pkg / "model.onnx").write_bytes(b"not a model at all")
     data = yaml.safe_load((pkg / "manifest.yaml").read_text())
-    write_package(pkg, name=data["name"], version=data["version"], task=data["task"], input_spec=data["input"],
-                  outputs=data["outputs"], decoder=data["decoder"], labels=["person", "car", "dog"])
+    write_package(
+        pkg,
+        name=data["name"],
+        version=data["version"],
+        task=data["task"],
+        input_spec=data["input"],
+        outputs=data["outputs"],
+        decoder=data["decoder"],
+        labels=["person", "car", "dog"],
+    )
     with pytest.raises(BackendError, match="cannot load this model"):
         load_model(load_package(pkg))
 

@@ -42,8 +42,11 @@ def _write_clip(path: Path, frames: int, size: tuple[int, int] = (160, 120), fps
 
 def test_every_frame_of_every_stream_gets_one_result(toy_models: dict[str, Path], tmp_path: Path) -> None:
     clip = _write_clip(tmp_path / "c.mp4", 40)
-    with Pipeline(toy_models["yolo"], [f"a={clip}", f"b={clip}", "c=synthetic:?width=96&height=64&frames=30&fps=200&live=false"],
-                  max_batch=4) as p:
+    with Pipeline(
+        toy_models["yolo"],
+        [f"a={clip}", f"b={clip}", "c=synthetic:?width=96&height=64&frames=30&fps=200&live=false"],
+        max_batch=4,
+    ) as p:
         got: dict[str, list[int]] = defaultdict(list)
         for r in p.results():
             assert (r.model, r.model_version) == ("toy-yolo", "1.0.0")
@@ -69,8 +72,12 @@ def test_callback_form_and_sinks(toy_models: dict[str, Path], tmp_path: Path) ->
 
     clip = _write_clip(tmp_path / "c.mp4", 12)
     seen: list[Result] = []
-    p = Pipeline(toy_models["yolo"], [str(clip)], on_result=seen.append,
-                 sinks=[JsonlSink(tmp_path / "out.jsonl"), VideoSink(tmp_path / "out.mp4")])
+    p = Pipeline(
+        toy_models["yolo"],
+        [str(clip)],
+        on_result=seen.append,
+        sinks=[JsonlSink(tmp_path / "out.jsonl"), VideoSink(tmp_path / "out.mp4")],
+    )
     stats = p.run()
     assert len(seen) == 12 and stats.results == 12
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -176,6 +183,7 @@ def test_live_source_drops_oldest_under_pressure_and_counts(toy_models: dict[str
 def test_concurrent_stats_while_running(toy_models: dict[str, Path]) -> None:
     stop = threading.Event()
     with Pipeline(toy_models["cls"], ["synthetic:?fps=300&frames=200&live=false"], max_batch=2) as p:
+
         def poll() -> None:
             while not stop.is_set():
                 p.stats()

@@ -16,8 +16,15 @@ from edgefleet.sdk._preprocess import CpuPreprocessor, compute_transform
 
 
 def _spec(**kw: object) -> InputSpec:
-    base: dict[str, object] = {"name": "x", "shape": (1, 3, 64, 64), "color": "RGB", "mean": (0, 0, 0),
-                               "std": (1, 1, 1), "resize": "letterbox", "pad_value": 0}
+    base: dict[str, object] = {
+        "name": "x",
+        "shape": (1, 3, 64, 64),
+        "color": "RGB",
+        "mean": (0, 0, 0),
+        "std": (1, 1, 1),
+        "resize": "letterbox",
+        "pad_value": 0,
+    }
     base.update(kw)
     return InputSpec.model_validate(base)
 
@@ -82,8 +89,10 @@ def test_yolo_decoder_known_boxes(toy_models: dict[str, Path]) -> None:
     from tests.support.onnx_models import yolo_const
 
     dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
-    out = yolo_const(3, [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (32, 32, 16, 16, 2, 0.6),
-                         (5, 5, 4, 4, 1, 0.1)])
+    out = yolo_const(
+        3,
+        [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (32, 32, 16, 16, 2, 0.6), (5, 5, 4, 4, 1, 0.1)],
+    )
     t = compute_transform(64, 64, load_package(toy_models["yolo"]).manifest.input)
     (d,) = dec.decode({"output0": out}, [t])
     assert [(x.label, round(x.score, 2)) for x in d.detections] == [("person", 0.9), ("dog", 0.6)]

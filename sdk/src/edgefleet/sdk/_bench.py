@@ -31,7 +31,7 @@ def _read_frames(source: Path, n: int) -> list[Any]:
     import cv2
 
     cap = cv2.VideoCapture(str(source))
-    frames = []
+    frames: list[Any] = []
     while len(frames) < n:
         ok, img = cap.read()
         if not ok:
@@ -116,8 +116,15 @@ def _mode_pipeline(
 
     per_stream = max(1, frames // streams)
     sources = [f"s{i}={source}?loop=1" for i in range(streams)]
-    p = Pipeline(model, sources, device=device, max_batch=batch, max_frames=per_stream, on_result=lambda r: None,
-                 infer_workers=workers)
+    p = Pipeline(
+        model,
+        sources,
+        device=device,
+        max_batch=batch,
+        max_frames=per_stream,
+        on_result=lambda r: None,
+        infer_workers=workers,
+    )
     p.start()
     t0 = time.perf_counter()
     stats = p.run()
@@ -181,14 +188,34 @@ def run_bench(
         raise SourceError(f"{source}: no such video file")
     results: dict[str, Any] = {}
     # (name, mode, extra arguments); the single-worker pipeline shows what the parallel workers add
-    runs = [("raw", "raw", []), ("naive", "naive", []), ("pipeline", "pipeline", []),
-            ("pipeline_one_worker", "pipeline", ["--workers", "1"])]
+    runs = [
+        ("raw", "raw", []),
+        ("naive", "naive", []),
+        ("pipeline", "pipeline", []),
+        ("pipeline_one_worker", "pipeline", ["--workers", "1"]),
+    ]
     for name, mode, extra in runs:
         if not as_json:
             print(f"measuring {name} ...", file=sys.stderr)
-        cmd = [sys.executable, "-m", "edgefleet.sdk._bench", mode, "--model", str(model), "--source", str(source),
-               "--frames", str(frames), "--batch", str(batch if mode != "naive" else 1), "--streams", str(streams),
-               "--device", device, *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "edgefleet.sdk._bench",
+            mode,
+            "--model",
+            str(model),
+            "--source",
+            str(source),
+            "--frames",
+            str(frames),
+            "--batch",
+            str(batch if mode != "naive" else 1),
+            "--streams",
+            str(streams),
+            "--device",
+            device,
+            *extra,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             from ._errors import EdgefleetError

@@ -78,7 +78,9 @@ class PipelineConfig(_Strict):
     sinks: tuple[SinkConfig, ...] = ()
     keep_raw: bool = Field(False, description="Attach the raw output tensors to each result")
     infer_workers: int | None = Field(
-        None, ge=1, le=16,
+        None,
+        ge=1,
+        le=16,
         description="Batches inferred at once (threads sharing one model). Default: 2 for ONNX Runtime on "
         "a CPU with 2+ cores (each run single-threaded), else 1",
     )

@@ -67,9 +67,7 @@ class FramePool:
     never drains.
     """
 
-    def __init__(
-        self, shape: tuple[int, int, int], count: int, allocator: Allocator = host_allocator
-    ) -> None:
+    def __init__(self, shape: tuple[int, int, int], count: int, allocator: Allocator = host_allocator) -> None:
         if count < 1:
             raise ValueError("a frame pool needs at least one slot")
         self.shape = shape
@@ -101,9 +99,8 @@ class FramePool:
         with self._cond:
             while not self._free:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._cond.wait(remaining):
-                    if not self._free:
-                        return None
+                if (remaining <= 0 or not self._cond.wait(remaining)) and not self._free:
+                    return None
             slot = self._free.popleft()
             slot.leased = True
             return slot

@@ -246,9 +246,9 @@ def canonical_bytes(manifest: Manifest) -> bytes:
     Canonical means keys sorted, no insignificant whitespace, UTF-8. The file hashes are inside, so
     the signature covers every file of the package.
     """
-    return json.dumps(
-        manifest.unsigned_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    return json.dumps(manifest.unsigned_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:

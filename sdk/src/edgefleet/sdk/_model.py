@@ -29,7 +29,7 @@ _log = logging.getLogger(__name__)
 def _dims_agree(declared: tuple[int, ...], real: tuple[int, ...]) -> bool:
     if len(declared) != len(real):
         return False
-    return all(d == -1 or r == -1 or d == r for d, r in zip(declared, real, strict=True))
+    return all(d == -1 or r in (-1, d) for d, r in zip(declared, real, strict=True))
 
 
 def check_io(manifest: Manifest, backend: Backend, source: str) -> None:
@@ -37,17 +37,13 @@ def check_io(manifest: Manifest, backend: Backend, source: str) -> None:
     spec = manifest.input
     real_in = backend.inputs[0]
     if real_in.name != spec.name:
-        raise ModelMismatchError(
-            f"{source}: manifest input is {spec.name!r}, the model's is {real_in.name!r}"
-        )
+        raise ModelMismatchError(f"{source}: manifest input is {spec.name!r}, the model's is {real_in.name!r}")
     if not _dims_agree(spec.shape, real_in.shape):
         raise ModelMismatchError(
             f"{source}: manifest input {spec.name} has shape {list(spec.shape)}, the model's is {list(real_in.shape)}"
         )
     if real_in.dtype != spec.dtype:
-        raise ModelMismatchError(
-            f"{source}: manifest input dtype is {spec.dtype}, the model's is {real_in.dtype}"
-        )
+        raise ModelMismatchError(f"{source}: manifest input dtype is {spec.dtype}, the model's is {real_in.dtype}")
     real_out = {o.name: o for o in backend.outputs}
     for out in manifest.outputs:
         r = real_out.get(out.name)
@@ -118,9 +114,7 @@ def load_model(
         batch = max_batch
         if fixed is not None and fixed != max_batch:
             if max_batch > fixed:
-                _log.warning(
-                    "%s takes batch %d; max batch %d lowered to %d", package.ref, fixed, max_batch, fixed
-                )
+                _log.warning("%s takes batch %d; max batch %d lowered to %d", package.ref, fixed, max_batch, fixed)
             batch = min(max_batch, fixed)
         decoder = build_decoder(
             DecodeContext(

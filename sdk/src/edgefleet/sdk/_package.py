@@ -118,9 +118,7 @@ def _unpack_tar(archive: Path, into: Path) -> Path:
         raise IntegrityError(f"{archive}: not a readable tar archive: {exc}") from None
     candidates = [p.parent for p in into.rglob("manifest.yaml")]
     if len(candidates) != 1:
-        raise ManifestError(
-            f"{archive}: expected exactly one manifest.yaml in the archive, found {len(candidates)}"
-        )
+        raise ManifestError(f"{archive}: expected exactly one manifest.yaml in the archive, found {len(candidates)}")
     return candidates[0]
 
 

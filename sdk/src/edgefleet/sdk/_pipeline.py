@@ -10,6 +10,7 @@ original as its cause.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -38,7 +39,7 @@ from ._results import Result
 from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
 from ._sources import SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
-from ._swap import SwapEvent, SwapReport, Swapper
+from ._swap import SwapEvent, Swapper, SwapReport
 
 __all__ = ["Pipeline"]
 
@@ -126,9 +127,7 @@ class Pipeline:
         self._max_batch = max_batch
         self._batch_timeout = batch_timeout_ms / 1000.0
         self.overrides = {
-            k: v
-            for k, v in (("score_threshold", score_threshold), ("iou_threshold", iou_threshold))
-            if v is not None
+            k: v for k, v in (("score_threshold", score_threshold), ("iou_threshold", iou_threshold)) if v is not None
         }
         self._max_frames = max_frames
         self._keep_raw = keep_raw
@@ -165,9 +164,7 @@ class Pipeline:
         sinks: Sequence[Sink] = (),
     ) -> Pipeline:
         """Build a pipeline from a validated :class:`PipelineConfig` (for example a YAML file's)."""
-        built: list[Sink] = list(sinks) + [
-            _sink_from_config(s, len(config.sources) > 1) for s in config.sinks
-        ]
+        built: list[Sink] = list(sinks) + [_sink_from_config(s, len(config.sources) > 1) for s in config.sinks]
         return cls(
             config.model,
             list(config.sources),
@@ -221,9 +218,7 @@ class Pipeline:
         self._state = "starting"
         with contextlib.ExitStack() as stack:
             package = (
-                self._package_arg
-                if isinstance(self._package_arg, ModelPackage)
-                else load_package(self._package_arg)
+                self._package_arg if isinstance(self._package_arg, ModelPackage) else load_package(self._package_arg)
             )
             model = load_model(
                 package,
@@ -260,7 +255,7 @@ class Pipeline:
                 metrics,
                 self.copies,
                 self._stop_sources,
-                lambda exc, sid=spec.stream_id: self._fail(f"source {sid}", exc),
+                functools.partial(self._fail, f"source {spec.stream_id}"),
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
                 max_frames=self._max_frames,
@@ -628,8 +623,14 @@ class Pipeline:
             raise PipelineError(f"cannot swap the model of a pipeline that is {self._state}")
         if not isinstance(package, ModelPackage):
             package = load_package(package)
-        return self._swapper.swap(package, health_window_s=health_window_s, latency_budget_ms=latency_budget_ms,
-                                  warmup_frames=warmup_frames, sample_timeout_s=sample_timeout_s, progress=progress)
+        return self._swapper.swap(
+            package,
+            health_window_s=health_window_s,
+            latency_budget_ms=latency_budget_ms,
+            warmup_frames=warmup_frames,
+            sample_timeout_s=sample_timeout_s,
+            progress=progress,
+        )
 
     def rollback(self, reason: str = "requested") -> SwapReport:
         """Return to the previous version while it is still kept (during the health window)."""

@@ -74,9 +74,7 @@ class Preprocessor(Protocol):
     def finish(self, buffer: InputBuffer, n: int) -> None: ...
 
 
-def make_preprocessor(
-    spec: InputSpec, buffer_device: str, copies: CopyCounter | None = None
-) -> Preprocessor:
+def make_preprocessor(spec: InputSpec, buffer_device: str, copies: CopyCounter | None = None) -> Preprocessor:
     """The CPU preprocessor for host buffers; the fused CUDA kernel for device buffers. ``copies`` (the
     pipeline's counter) receives the GPU path's frame uploads (``host_to_device``, one per host frame)."""
     if buffer_device.startswith("cuda"):

@@ -40,9 +40,7 @@ def key_id(public_key: PublicKey) -> str:
 def generate_signing_key(private_path: Path, public_path: Path) -> str:
     """Create an Ed25519 key pair as PEM files (private key mode 0600); returns the key id."""
     key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     private_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -88,9 +86,7 @@ def verify_manifest(manifest: Manifest, trusted: Mapping[str, PublicKey], *, sou
         raise SignatureError(f"{source}: package {manifest.ref} is not signed")
     key = trusted.get(spec.key_id)
     if key is None:
-        raise SignatureError(
-            f"{source}: package {manifest.ref} is signed by key {spec.key_id}, which is not trusted"
-        )
+        raise SignatureError(f"{source}: package {manifest.ref} is signed by key {spec.key_id}, which is not trusted")
     try:
         sig = base64.b64decode(spec.value, validate=True)
         key.verify(sig, canonical_bytes(manifest))

@@ -153,8 +153,12 @@ class Swapper:
         return reason
 
     # --- public operations (caller's thread) --------------------------------------------------------
-    def _emit(self, event: SwapEvent, progress: Callable[[SwapEvent], None] | None = None,
-              report: SwapReport | None = None) -> None:
+    def _emit(
+        self,
+        event: SwapEvent,
+        progress: Callable[[SwapEvent], None] | None = None,
+        report: SwapReport | None = None,
+    ) -> None:
         self.history.append(event)
         if report is not None:
             report.events.append(event)
@@ -176,9 +180,16 @@ class Swapper:
             samples, self._samples = self._samples, []
         return samples
 
-    def swap(self, package: ModelPackage, *, health_window_s: float, latency_budget_ms: float | None,
-             warmup_frames: int, sample_timeout_s: float,
-             progress: Callable[[SwapEvent], None] | None) -> SwapReport:
+    def swap(
+        self,
+        package: ModelPackage,
+        *,
+        health_window_s: float,
+        latency_budget_ms: float | None,
+        warmup_frames: int,
+        sample_timeout_s: float,
+        progress: Callable[[SwapEvent], None] | None,
+    ) -> SwapReport:
         with self._lock:
             self._finish_health()  # a new swap ends the previous health window
             slot = self.p.slot
@@ -187,9 +198,16 @@ class Swapper:
             t0 = time.perf_counter()
             self._emit(SwapEvent("load", f"loading {package.ref} beside {old.ref}", package.ref), progress, report)
             try:
-                new = load_model(package, self.p.backend_config, device=self.p.config.device,
-                                 max_batch=self.p.config.max_batch, overrides=self.p.overrides, warmup=False,
-                                 copies=self.p.copies, buffers=2 + self.p.infer_workers)
+                new = load_model(
+                    package,
+                    self.p.backend_config,
+                    device=self.p.config.device,
+                    max_batch=self.p.config.max_batch,
+                    overrides=self.p.overrides,
+                    warmup=False,
+                    copies=self.p.copies,
+                    buffers=2 + self.p.infer_workers,
+                )
             except EdgefleetError as exc:
                 return self._refuse(report, "load", str(exc), progress)
             report.load_ms = (time.perf_counter() - t0) * 1000.0
@@ -216,8 +234,15 @@ class Swapper:
             report.stage = "health" if health_window_s > 0 else "done"
             return report
 
-    def _warm_and_gate(self, new: LoadedModel, report: SwapReport, budget_ms: float | None, n_frames: int,
-                       sample_timeout_s: float, progress: Callable[[SwapEvent], None] | None) -> bool:
+    def _warm_and_gate(
+        self,
+        new: LoadedModel,
+        report: SwapReport,
+        budget_ms: float | None,
+        n_frames: int,
+        sample_timeout_s: float,
+        progress: Callable[[SwapEvent], None] | None,
+    ) -> bool:
         report.stage = "warmup"
         samples = self._collect_samples(n_frames, sample_timeout_s) if n_frames > 0 else []
         if not samples:
@@ -256,8 +281,15 @@ class Swapper:
         self._emit(SwapEvent("gate", f"passed (warm-up {report.warmup_ms:.1f} ms)", new.ref), progress, report)
         return True
 
-    def _gate(self, new: LoadedModel, outputs: dict[str, Any], n: int, warm_ms: float, budget_ms: float | None,
-              buf: Any) -> str | None:
+    def _gate(
+        self,
+        new: LoadedModel,
+        outputs: dict[str, Any],
+        n: int,
+        warm_ms: float,
+        budget_ms: float | None,
+        buf: Any,
+    ) -> str | None:
         manifest = new.package.manifest
         for spec in manifest.outputs:
             arr = outputs.get(spec.name)
@@ -284,11 +316,19 @@ class Swapper:
                     return f"golden sample: output {name} differs beyond atol={golden.atol} rtol={golden.rtol}"
         return None
 
-    def _refuse(self, report: SwapReport, stage: str, reason: str,
-                progress: Callable[[SwapEvent], None] | None) -> SwapReport:
+    def _refuse(
+        self, report: SwapReport, stage: str, reason: str, progress: Callable[[SwapEvent], None] | None
+    ) -> SwapReport:
         report.ok, report.stage, report.error = False, stage, reason
-        self._emit(SwapEvent("failed", f"{report.new_ref} refused at {stage}: {reason}; {report.old_ref} keeps serving",
-                             report.new_ref), progress, report)
+        self._emit(
+            SwapEvent(
+                "failed",
+                f"{report.new_ref} refused at {stage}: {reason}; {report.old_ref} keeps serving",
+                report.new_ref,
+            ),
+            progress,
+            report,
+        )
         return report
 
     def _end_window(self, model: LoadedModel) -> None:
@@ -320,11 +360,17 @@ class Swapper:
             h = self._health
             current = self.p.slot.current
             if h is None:
-                return SwapReport(ok=False, old_ref=current.ref, new_ref=current.ref, stage="rollback",
-                                  error="no previous version is kept (the health window has passed)")
+                return SwapReport(
+                    ok=False,
+                    old_ref=current.ref,
+                    new_ref=current.ref,
+                    stage="rollback",
+                    error="no previous version is kept (the health window has passed)",
+                )
             self.fail(h.model, reason)
-            return SwapReport(ok=True, old_ref=h.model.ref, new_ref=h.previous.ref, stage="rollback",
-                              cutover_at=time.time())
+            return SwapReport(
+                ok=True, old_ref=h.model.ref, new_ref=h.previous.ref, stage="rollback", cutover_at=time.time()
+            )
 
     def close(self) -> None:
         self._cancel_timer()

@@ -158,9 +158,7 @@ class OnnxRuntimeBackend(Backend):
         if not model_path.is_file():
             raise BackendError(f"{model_path}: no such model file")
         try:
-            self._session = ort.InferenceSession(
-                str(model_path), sess_options=opts, providers=self._providers(ort)
-            )
+            self._session = ort.InferenceSession(str(model_path), sess_options=opts, providers=self._providers(ort))
         except Exception as exc:  # ORT raises its own pybind exception types
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise BackendError(f"{model_path}: ONNX Runtime cannot load this model: {msg}") from None
@@ -168,21 +166,17 @@ class OnnxRuntimeBackend(Backend):
         # InferenceSession.run is thread-safe; on the CPU path nothing else is shared between calls.
         self.concurrent_infer = self.providers[:1] == ["CPUExecutionProvider"]
         self.inputs = tuple(
-            TensorSpec(i.name, _shape(i.shape), _DTYPES.get(i.type, i.type))
-            for i in self._session.get_inputs()
+            TensorSpec(i.name, _shape(i.shape), _DTYPES.get(i.type, i.type)) for i in self._session.get_inputs()
         )
         self.outputs = tuple(
-            TensorSpec(o.name, _shape(o.shape), _DTYPES.get(o.type, o.type))
-            for o in self._session.get_outputs()
+            TensorSpec(o.name, _shape(o.shape), _DTYPES.get(o.type, o.type)) for o in self._session.get_outputs()
         )
         if len(self.inputs) != 1:
             raise BackendError(f"{model_path}: expected one image input, the model has {len(self.inputs)}")
         self._output_names = [o.name for o in self.outputs]
         on_gpu = bool({"CUDAExecutionProvider", "TensorrtExecutionProvider"} & set(self.providers))
         if self.device.startswith("cuda") and not on_gpu and self._stream is not None:
-            _log.warning(
-                "ONNX Runtime could not start its CUDA provider on %s; running on the CPU", self.device
-            )
+            _log.warning("ONNX Runtime could not start its CUDA provider on %s; running on the CPU", self.device)
         self._on_device = on_gpu and self._stream is not None
 
     def allocate_input(self, batch: int) -> InputBuffer:
@@ -238,9 +232,7 @@ class OnnxRuntimeBackend(Backend):
             raise BackendError("this input buffer was not allocated by this backend")
         return binding.run(n)
 
-    def filter_candidates(
-        self, output: str, num_classes: int, threshold: float, capacity: int = 1024
-    ) -> bool:
+    def filter_candidates(self, output: str, num_classes: int, threshold: float, capacity: int = 1024) -> bool:
         """Ultralytics-layout output (N, 4 + C, A): keep only anchors whose best score passes
         ``threshold`` on the GPU, so at most ``capacity`` columns per frame come back (the full tensor
         when a frame has more). Returns False where it does not apply (CPU, other layouts)."""

@@ -72,9 +72,7 @@ class DeviceBinding:
             if arr is None:
                 self.io.bind_output(o.name, "cuda", self.ordinal)
             else:
-                self.io.bind_output(
-                    o.name, "cuda", self.ordinal, arr.dtype.type, (rows, *arr.shape[1:]), arr.ptr
-                )
+                self.io.bind_output(o.name, "cuda", self.ordinal, arr.dtype.type, (rows, *arr.shape[1:]), arr.ptr)
         self.bound_rows = rows
 
     def run(self, n: int) -> dict[str, np.ndarray]:
@@ -112,9 +110,7 @@ class DeviceBinding:
                     result[name] = filtered
                     continue
             host = np.empty((n, *arr.shape[1:]), arr.dtype)
-            check(
-                rt.cudaMemcpyAsync(host.ctypes.data, arr.ptr, host.nbytes, d2h, stream), "cudaMemcpyAsync D2H"
-            )
+            check(rt.cudaMemcpyAsync(host.ctypes.data, arr.ptr, host.nbytes, d2h, stream), "cudaMemcpyAsync D2H")
             result[name] = host
         check(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
         if foreign:

@@ -57,9 +57,7 @@ def _soc() -> str | None:
         return None
 
 
-def engine_cache_key(
-    onnx_sha256: str, gpu: str, trt_version: str, precision: str, batch: tuple[int, int, int]
-) -> str:
+def engine_cache_key(onnx_sha256: str, gpu: str, trt_version: str, precision: str, batch: tuple[int, int, int]) -> str:
     """The engine file name for a model on this target: anything that changes the engine changes the key."""
     text = "|".join([onnx_sha256, gpu, trt_version, precision, "x".join(map(str, batch))])
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]

@@ -17,9 +17,7 @@ def register(cli: Cli) -> None:
 
     @app.command("run", no_args_is_help=True)
     def run(
-        model: Annotated[
-            Path | None, typer.Option("--model", "-m", help="Model package folder or tar")
-        ] = None,
+        model: Annotated[Path | None, typer.Option("--model", "-m", help="Model package folder or tar")] = None,
         source: Annotated[
             list[str] | None,
             typer.Option(
@@ -29,9 +27,7 @@ def register(cli: Cli) -> None:
                 "synthetic:; repeat for several streams; prefix name= to name a stream",
             ),
         ] = None,
-        out: Annotated[
-            Path | None, typer.Option(help="Annotated H.264 MP4 (one per stream if several)")
-        ] = None,
+        out: Annotated[Path | None, typer.Option(help="Annotated H.264 MP4 (one per stream if several)")] = None,
         jsonl: Annotated[Path | None, typer.Option(help="Write every result as a JSON line here")] = None,
         batch: Annotated[int, typer.Option(help="Largest batch across streams")] = 1,
         device: Annotated[str, typer.Option(help="cpu or cuda:N")] = "cpu",
@@ -39,9 +35,7 @@ def register(cli: Cli) -> None:
         config: Annotated[Path | None, typer.Option(help="Pipeline YAML instead of the flags above")] = None,
         max_frames: Annotated[int | None, typer.Option(help="Stop each stream after N frames")] = None,
         score: Annotated[float | None, typer.Option(help="Score threshold (overrides the manifest)")] = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="Print the final stats as JSON on stdout")
-        ] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the final stats as JSON on stdout")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or tables")] = False,
     ) -> None:
         """Run a model over one or more sources."""
@@ -66,17 +60,11 @@ def register(cli: Cli) -> None:
 
     @app.command("bench")
     def bench(
-        model: Annotated[Path, typer.Option("--model", "-m", help="Model package")] = Path(
-            "models/nanodet-m"
-        ),
-        source: Annotated[Path, typer.Option("--source", "-s", help="Video file")] = Path(
-            "models/media/vtest-300.mp4"
-        ),
+        model: Annotated[Path, typer.Option("--model", "-m", help="Model package")] = Path("models/nanodet-m"),
+        source: Annotated[Path, typer.Option("--source", "-s", help="Video file")] = Path("models/media/vtest-300.mp4"),
         frames: Annotated[int, typer.Option(help="Frames per measurement")] = 200,
         batch: Annotated[int, typer.Option(help="Batch size for the pipeline and the raw backend")] = 1,
-        streams: Annotated[
-            int, typer.Option(help="Copies of the source run side by side by the pipeline")
-        ] = 1,
+        streams: Annotated[int, typer.Option(help="Copies of the source run side by side by the pipeline")] = 1,
         device: Annotated[str, typer.Option(help="cpu or cuda:N")] = "cpu",
         as_json: Annotated[bool, typer.Option("--json", help="JSON only")] = False,
         out: Annotated[Path | None, typer.Option(help="Also write the JSON here")] = None,

@@ -63,9 +63,7 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
     t.add_row("normalise", f"mean {list(i.mean)} std {list(i.std)}")
     t.add_row("outputs", ", ".join(f"{o.name} {list(o.shape)}" for o in m.outputs))
     t.add_row("decoder", json.dumps(m.decoder.model_dump(mode="json")))
-    t.add_row(
-        "labels", f"{len(pkg.labels)} ({', '.join(pkg.labels[:5])}{', …' if len(pkg.labels) > 5 else ''})"
-    )
+    t.add_row("labels", f"{len(pkg.labels)} ({', '.join(pkg.labels[:5])}{', …' if len(pkg.labels) > 5 else ''})")
     t.add_row("files", f"{len(m.files)} verified (sha256 and size)")
     t.add_row("signature", f"ed25519 by key {m.signature.key_id}" if m.signature else "unsigned")
     if real is not None:

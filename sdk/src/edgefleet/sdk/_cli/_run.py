@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -80,11 +79,12 @@ def run_command(
     )
     console = Console(stderr=True, quiet=quiet or as_json)
     sinks: list[Sink] = []
+    video: VideoSink | None = None
     if jsonl is not None:
         sinks.append(JsonlSink(jsonl))
     if out is not None:
-        sinks.append(VideoSink(out, multi_stream=len(cfg.sources) > 1))
-    done = threading.Event()
+        video = VideoSink(out, multi_stream=len(cfg.sources) > 1)
+        sinks.append(video)
     counter = {"n": 0}
 
     def on_result(_: Result) -> None:
@@ -105,7 +105,7 @@ def run_command(
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        _watch(pipeline, console, counter, done)
+        _watch(pipeline, console, counter)
     finally:
         signal.signal(signal.SIGINT, previous)
         pipeline.close()
@@ -116,7 +116,7 @@ def run_command(
         data: dict[str, Any] = stats.to_dict()
         data["outputs"] = {
             "jsonl": str(jsonl) if jsonl else None,
-            "video": {k: str(v) for k, v in sinks[-1].paths.items()} if out else None,
+            "video": {k: str(v) for k, v in video.paths.items()} if video else None,
         }
         print(json.dumps(data, indent=2, default=str))
         return
@@ -124,17 +124,23 @@ def run_command(
         console.print(table)
     if jsonl:
         console.print(f"detections: {jsonl}")
-    if out is not None:
-        for path in sinks[-1].paths.values():  # type: ignore[attr-defined]
+    if video is not None:
+        for path in video.paths.values():
             console.print(f"annotated video: {path}")
 
 
-def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int], done: threading.Event) -> None:
+def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int]) -> None:
     limit = pipeline.config.max_frames
     if not any(s.live for s in pipeline.specs):
-        progress = Progress(TextColumn("[bold]processing"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[fps]} fps"), TimeRemainingColumn(), console=console,
-                            transient=True)
+        progress = Progress(
+            TextColumn("[bold]processing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[fps]} fps"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
         with progress:
             task = progress.add_task("frames", total=None, fps="0.0")
             while not pipeline.wait(0.25):

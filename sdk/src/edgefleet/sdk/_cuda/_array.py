@@ -94,9 +94,7 @@ def _capsule_destructor(capsule: int) -> None:
 _DESTRUCTOR = _CapsuleDestructor(_capsule_destructor)
 
 
-def to_dlpack(
-    ptr: int, shape: tuple[int, ...], dtype: np.dtype[Any], device: tuple[int, int], owner: Any
-) -> Any:
+def to_dlpack(ptr: int, shape: tuple[int, ...], dtype: np.dtype[Any], device: tuple[int, int], owner: Any) -> Any:
     """A legacy (0.x) DLPack capsule over memory that ``owner`` keeps alive until the consumer is done."""
     code = _DL_CODES.get(dtype.kind)
     if code is None:
@@ -280,9 +278,7 @@ class DeviceArray:
         if stream is None:
             check(rt.cudaMemcpy(self.ptr, src.ctypes.data, src.nbytes, kind), "cudaMemcpy H2D")
         else:
-            check(
-                rt.cudaMemcpyAsync(self.ptr, src.ctypes.data, src.nbytes, kind, stream), "cudaMemcpyAsync H2D"
-            )
+            check(rt.cudaMemcpyAsync(self.ptr, src.ctypes.data, src.nbytes, kind, stream), "cudaMemcpyAsync H2D")
 
 
 def _pointer_device(ptr: int) -> int:

@@ -111,9 +111,7 @@ class NvdecSource(Source):
             try:
                 self._pending.extend(self._decoder.Decode(packet))
             except Exception as exc:
-                raise SourceError(
-                    f"{self.spec.uri}: NVDEC decode failed: {str(exc).splitlines()[0]}"
-                ) from None
+                raise SourceError(f"{self.spec.uri}: NVDEC decode failed: {str(exc).splitlines()[0]}") from None
         return self._pending.popleft()
 
     def _flush(self) -> None:
@@ -141,19 +139,13 @@ class NvdecSource(Source):
         planes = frame.cuda()
         y_ptr, h, w, y_pitch = _plane(planes[0])
         if (h, w) != (out.height, out.width):
-            raise SourceError(
-                f"{self.spec.uri}: frame is {w}x{h}, the pool's slots are {out.width}x{out.height}"
-            )
-        uv_ptr, uv_h, _, uv_pitch = (
-            _plane(planes[1]) if len(planes) > 1 else (y_ptr + y_pitch * h, h // 2, w, y_pitch)
-        )
+            raise SourceError(f"{self.spec.uri}: frame is {w}x{h}, the pool's slots are {out.width}x{out.height}")
+        uv_ptr, uv_h, _, uv_pitch = _plane(planes[1]) if len(planes) > 1 else (y_ptr + y_pitch * h, h // 2, w, y_pitch)
         rt = cudart()
         d2d = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
         assert self._stream is not None
         s = self._stream.raw
-        check(
-            rt.cudaMemcpy2DAsync(out.ptr, out.pitch, y_ptr, y_pitch, w, h, d2d, s), "cudaMemcpy2DAsync luma"
-        )
+        check(rt.cudaMemcpy2DAsync(out.ptr, out.pitch, y_ptr, y_pitch, w, h, d2d, s), "cudaMemcpy2DAsync luma")
         check(
             rt.cudaMemcpy2DAsync(out.uv_ptr, out.pitch, uv_ptr, uv_pitch, w, uv_h, d2d, s),
             "cudaMemcpy2DAsync chroma",

@@ -173,9 +173,7 @@ class Stream:
         rt = cudart()
         use_device(ordinal)
         self.ordinal = ordinal
-        self._stream: Any = check(
-            rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
-        )
+        self._stream: Any = check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking), "cudaStreamCreateWithFlags")
 
     @property
     def handle(self) -> int:

@@ -17,9 +17,7 @@ __all__ = ["ClassificationDecoder", "RawDecoder"]
 
 class ClassificationParams(DecoderParams):
     top_k: int = Field(5, ge=1, le=1000)
-    softmax: bool = Field(
-        True, description="Apply softmax to logits (false when the model outputs probabilities)"
-    )
+    softmax: bool = Field(True, description="Apply softmax to logits (false when the model outputs probabilities)")
     output: str | None = None
     score_threshold: float = Field(0.0, ge=0, le=1)
 
@@ -30,9 +28,7 @@ class ClassificationDecoder(Decoder):
         self.p = ctx.parse(ClassificationParams)
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
-            raise DecoderError(
-                f"{ctx.manifest.ref}: classification output {self.output!r} is not a model output"
-            )
+            raise DecoderError(f"{ctx.manifest.ref}: classification output {self.output!r} is not a model output")
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         logits = np.asarray(outputs[self.output], dtype=np.float32).reshape(len(transforms), -1)

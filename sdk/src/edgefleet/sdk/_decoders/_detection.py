@@ -77,9 +77,7 @@ class YoloDecoder(Decoder):
         self.keep = _class_filter(ctx, self.p)
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
-            raise DecoderError(
-                f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output"
-            )
+            raise DecoderError(f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output")
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         out = np.asarray(outputs[self.output], dtype=np.float32)
@@ -179,7 +177,10 @@ class NanoDetDecoder(Decoder):
                 results.append(Decoded())
                 continue
             results.append(
-                _finish(self.ctx, self.p, self.keep,
+                _finish(
+                    self.ctx,
+                    self.p,
+                    self.keep,
                     np.concatenate(all_boxes),
                     np.concatenate(all_scores),
                     np.concatenate(all_classes),

@@ -99,9 +99,7 @@ def draw_result(image: np.ndarray, result: Result) -> None:
         (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
         ty = max(y1, th + 4)
         cv2.rectangle(image, (x1, ty - th - 4), (x1 + tw + 4, ty), colour, -1)
-        cv2.putText(
-            image, text, (x1 + 2, ty - 3), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA
-        )
+        cv2.putText(image, text, (x1 + 2, ty - 3), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA)
     for i, cls in enumerate(result.classifications[:5]):
         cv2.putText(
             image,

@@ -85,10 +85,7 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
             path = Path(path_text).expanduser()
             if not path.exists():
                 raise SourceError(f"{path_text}: no such file, folder or camera")
-            if path.is_dir() or path.suffix.lower() in IMAGE_SUFFIXES:
-                kind = "images"
-            else:
-                kind = "file"
+            kind = "images" if path.is_dir() or path.suffix.lower() in IMAGE_SUFFIXES else "file"
             uri = str(path)
 
     live_default = kind in {"network", "usb", "gstreamer", "synthetic"}

@@ -25,9 +25,7 @@ class ImageFolderSource(Source):
     def open(self) -> None:
         path = Path(self.spec.uri)
         if path.is_dir():
-            self._files = sorted(
-                p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
-            )
+            self._files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
             if not self._files:
                 raise SourceError(f"{path}: no images in this folder ({', '.join(sorted(IMAGE_SUFFIXES))})")
         elif path.is_file():

@@ -91,8 +91,11 @@ class OpenCVSource(Source):
             cap.release()
             if self.spec.kind == "file":
                 raise SourceError(f"{redact_uri(self.spec.uri)}: not a readable video file")
-            what = "camera cannot be opened" if self.spec.kind == "usb" else (
-                "stream cannot be opened (unreachable, refused or wrong credentials)")
+            what = (
+                "camera cannot be opened"
+                if self.spec.kind == "usb"
+                else ("stream cannot be opened (unreachable, refused or wrong credentials)")
+            )
             raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {what}")
         self._cap = cap
         w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))

@@ -103,9 +103,7 @@ class SourceRunner:
                     raise
                 self.metrics.last_error = redact(str(exc))
                 delay = self.backoff.next_delay()
-                _log.warning(
-                    "%s: %s; retrying in %.1fs", self.source.stream_id, self.metrics.last_error, delay
-                )
+                _log.warning("%s: %s; retrying in %.1fs", self.source.stream_id, self.metrics.last_error, delay)
                 self.stop.wait(delay)
                 continue
             self.metrics.connected = True
@@ -228,9 +226,7 @@ class SourceRunner:
     def _place(self, image: np.ndarray, slot: FrameSlot | None) -> FrameSlot | None:
         """The decoder wrote somewhere else (first frame, size change): copy into a pool slot."""
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-            raise SourceError(
-                f"{self.display_uri}: frames must be 8-bit BGR, got {image.dtype} {image.shape}"
-            )
+            raise SourceError(f"{self.display_uri}: frames must be 8-bit BGR, got {image.dtype} {image.shape}")
         shape = (int(image.shape[0]), int(image.shape[1]), 3)
         if self.pool is None or self.pool.shape != shape:
             if slot is not None:

@@ -143,6 +143,7 @@ class Fleet:
             self.address,
             "--data-dir",
             str(self.root / "controller"),
+            "--insecure",
             "--trusted-key",
             str(self.keys["a_pub"]),
             "--trusted-key",

@@ -15,6 +15,7 @@ serving version drawn on each frame), controller and agent logs.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -65,6 +66,42 @@ def stop(p: subprocess.Popen[bytes] | None) -> None:
             p.wait(5)
 
 
+def start_broker(out: Path, url: str | None) -> tuple[str | None, subprocess.Popen[bytes] | None]:
+    """The MQTT 5 broker for telemetry: ``--mqtt`` / $EDGEFLEET_DEMO_MQTT when given, else a private
+    Mosquitto on a free loopback port when the system has one, else none (the demo runs without telemetry).
+
+    (amqtt, the embedded Python broker, speaks MQTT 3.1.1 only and refuses the MQTT 5 clients that the
+    agent and the controller are, so it cannot stand in.)"""
+    if url:
+        return url, None
+    exe = shutil.which("mosquitto") or next(
+        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if Path(p).exists()), None
+    )
+    if exe is None:
+        console.print(
+            "[yellow]note:[/] no MQTT broker (install mosquitto or pass --mqtt URL): demo runs without telemetry"
+        )
+        return None, None
+    port = free_port()
+    conf = out / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
+    proc = spawn([exe, "-c", str(conf)], out / "mosquitto.log")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return f"mqtt://127.0.0.1:{port}", proc
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+    stop(proc)
+    console.print(
+        f"[yellow]note:[/] mosquitto did not start (see {out / 'mosquitto.log'}): demo runs without telemetry"
+    )
+    return None, None
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -79,18 +116,32 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 def table(elapsed: float, device: Any, rows: list[dict[str, Any]], phase: str) -> Table:
     t = Table(title=f"edgefleet demo · {elapsed:4.0f}s · {phase}")
-    for col in ("stream", "results", "by version", "last version", "fps", "dropped"):
-        t.add_column(col, justify="right" if col in {"results", "fps", "dropped"} else "left")
+    cols = ("stream", "results", "by version", "last version", "fps", "p95 ms", "dropped", "figures from")
+    for col in cols:
+        t.add_column(col, justify="right" if col in {"results", "fps", "p95 ms", "dropped"} else "left")
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         per[r["stream"]].append(r)
     health = device.pipelines[0].health if device is not None and device.pipelines else None
+    fps = p95 = None
+    source = "status" if health else ""
+    if health is not None:
+        fps, p95 = health.fps, health.latency_p95_ms
+    if device is not None and device.HasField("telemetry"):  # MQTT telemetry, when the demo has a broker
+        fps, p95, source = device.telemetry.fps, device.telemetry.latency_p95_ms, "telemetry"
     for sid in sorted(per):
         rs = per[sid]
         versions = Counter(r["version"] for r in rs)
-        t.add_row(sid, str(len(rs)), ", ".join(f"{v}: {n}" for v, n in sorted(versions.items())),
-                  rs[-1]["version"], f"{health.fps / max(1, len(per)):.1f}" if health else "",
-                  str(health.dropped) if health else "")
+        t.add_row(
+            sid,
+            str(len(rs)),
+            ", ".join(f"{v}: {n}" for v, n in sorted(versions.items())),
+            rs[-1]["version"],
+            f"{fps / max(1, len(per)):.1f}" if fps is not None else "",
+            f"{p95:.1f}" if p95 is not None else "",
+            str(health.dropped) if health else "",
+            source,
+        )
     return t
 
 
@@ -99,6 +150,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "demo-out")
     ap.add_argument("--before", type=float, default=12.0, help="seconds on 1.0.0 before the deploy")
     ap.add_argument("--after", type=float, default=15.0, help="seconds after the swap before stopping")
+    ap.add_argument(
+        "--mqtt",
+        default=os.environ.get("EDGEFLEET_DEMO_MQTT"),
+        help="MQTT 5 broker for telemetry (default: private mosquitto when installed, else none)",
+    )
     args = ap.parse_args()
     out: Path = args.out
     shutil.rmtree(out, ignore_errors=True)
@@ -109,16 +165,36 @@ def main() -> int:
     console.print("[bold]edgefleet demo[/]: controller + agent + signed models + hot swap, all on loopback")
     key_id = generate_signing_key(out / "publisher.pem", out / "publisher.pub.pem")
     console.print(f"publisher key {key_id}")
-    subprocess.run([sys.executable, str(REPO / "tools/models/build_nanodet_320.py"), str(out / "nanodet-m-2.0.0")],
-                   check=True, stdout=subprocess.DEVNULL)
+    build_v2 = REPO / "tools/models/build_nanodet_320.py"
+    subprocess.run([sys.executable, str(build_v2), str(out / "nanodet-m-2.0.0")], check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     address = f"127.0.0.1:{port}"
-    controller = agent = None
+    controller = agent = broker = None
     try:
-        controller = spawn([EDGEFLEET, "controller", "serve", "--db", f"sqlite:///{out}/controller.db",
-                            "--data-dir", str(out / "controller-data"), "--listen", address, "--insecure",
-                            "--trusted-key", str(out / "publisher.pub.pem"), "--health-window", "5",
-                            "--status-interval", "1"], out / "controller.log")
+        mqtt_url, broker = start_broker(out, args.mqtt)
+        ingest = ["--mqtt", mqtt_url, "--fleet", "demo"] if mqtt_url else []
+        controller = spawn(
+            [
+                EDGEFLEET,
+                "controller",
+                "serve",
+                "--db",
+                f"sqlite:///{out}/controller.db",
+                "--data-dir",
+                str(out / "controller-data"),
+                "--listen",
+                address,
+                "--insecure",
+                "--trusted-key",
+                str(out / "publisher.pub.pem"),
+                "--health-window",
+                "5",
+                "--status-interval",
+                "1",
+                *ingest,
+            ],
+            out / "controller.log",
+        )
         client = FleetClient(address)
         deadline = time.monotonic() + 30
         while True:
@@ -127,12 +203,17 @@ def main() -> int:
                 break
             except Exception:
                 if time.monotonic() > deadline or controller.poll() is not None:
-                    raise SystemExit(f"demo: the controller did not start; see {out / 'controller.log'}") from None
+                    log = out / "controller.log"
+                    raise SystemExit(f"demo: the controller did not start; see {log}") from None
                 time.sleep(0.3)
-        console.print(f"controller on {address} (SQLite {out / 'controller.db'})")
+        console.print(
+            f"controller on {address} (SQLite {out / 'controller.db'})"
+            + (f", telemetry from {mqtt_url}" if mqtt_url else "")
+        )
         for pkg in (REPO / "models/nanodet-m", out / "nanodet-m-2.0.0"):
-            console.print(cli("models", "push", str(pkg), "--key", str(out / "publisher.pem"),
-                              "--controller", address).strip())
+            console.print(
+                cli("models", "push", str(pkg), "--key", str(out / "publisher.pem"), "--controller", address).strip()
+            )
         clip = REPO / "models/media/vtest-300.mp4"
         agent_cfg = {
             "device_id": "demo-cam-01",
@@ -140,14 +221,25 @@ def main() -> int:
             "controller": {"address": address},
             "trusted_keys": [str(out / "publisher.pub.pem")],
             "state_dir": str(out / "agent-state"),
-            "pipelines": {"entrance": {
-                "model": str(REPO / "models/nanodet-m"),
-                "sources": [f"lobby={clip}?realtime=1&loop=1", f"yard={clip}?realtime=1&loop=1"],
-                "max_batch": 2,
-                "sinks": [{"type": "jsonl", "path": str(out / "detections.jsonl")},
-                          {"type": "video", "path": str(out / "annotated.mp4")}],
-            }},
+            "pipelines": {
+                "entrance": {
+                    "model": str(REPO / "models/nanodet-m"),
+                    "sources": [f"lobby={clip}?realtime=1&loop=1", f"yard={clip}?realtime=1&loop=1"],
+                    "max_batch": 2,
+                    "sinks": [
+                        {"type": "jsonl", "path": str(out / "detections.jsonl")},
+                        {"type": "video", "path": str(out / "annotated.mp4")},
+                    ],
+                }
+            },
         }
+        if mqtt_url:
+            agent_cfg["telemetry"] = {
+                "broker": mqtt_url,
+                "fleet": "demo",
+                "interval_s": 1.0,
+                "events": {"max_per_s": 2.0},
+            }
         (out / "agent.yaml").write_text(json.dumps(agent_cfg, indent=2))
         agent = spawn([EDGEFLEET, "agent", "--config", str(out / "agent.yaml")], out / "agent.log")
         started = time.monotonic()
@@ -167,7 +259,16 @@ def main() -> int:
                 phase = "serving 1.0.0"
                 if deployed is None and elapsed >= args.before and rows:
                     deployed = elapsed
-                    cli("deploy", "nanodet-m:2.0.0", "--to", "site=demo", "--waves", "100%", "--controller", address)
+                    cli(
+                        "deploy",
+                        "nanodet-m:2.0.0",
+                        "--to",
+                        "site=demo",
+                        "--waves",
+                        "100%",
+                        "--controller",
+                        address,
+                    )
                 if deployed is not None:
                     phase = "deployed 2.0.0: download → verify → load → warm up → gate → cut over"
                     if rows and rows[-1]["version"] == "2.0.0" and swapped_at is None:
@@ -186,6 +287,7 @@ def main() -> int:
     finally:
         stop(agent)
         stop(controller)
+        stop(broker)
     return summary(out, results_path, rollout)
 
 
@@ -202,11 +304,18 @@ def summary(out: Path, results_path: Path, rollout: Any) -> int:
         seqs = [r["seq"] for r in rs]
         gap_free = seqs == list(range(len(seqs)))
         versions = [r["version"] for r in rs]
-        switches = sum(a != b for a, b in zip(versions, versions[1:], strict=False))
+        switches = sum(a != b for a, b in itertools.pairwise(versions))
         labels = sorted({d["label"] for r in rs if r["version"] == "2.0.0" for d in r.get("detections", [])})
         ok &= gap_free and switches == 1
-        t.add_row(sid, str(len(rs)), "yes" if gap_free else "[red]NO[/]", str(versions.count("1.0.0")),
-                  str(versions.count("2.0.0")), str(switches), ", ".join(labels))
+        t.add_row(
+            sid,
+            str(len(rs)),
+            "yes" if gap_free else "[red]NO[/]",
+            str(versions.count("1.0.0")),
+            str(versions.count("2.0.0")),
+            str(switches),
+            ", ".join(labels),
+        )
     console.print(t)
     console.print(f"rollout {rollout.rollout_id}: {rollout.state} ({rollout.model_ref})")
     console.print(f"results: {results_path}")

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
+from ._auth import current_peer
 from ._convert import msg_dict
 from ._errors import DatabaseError
 from ._registry import SHA256_RE, ArtifactStore
@@ -26,6 +28,15 @@ __all__ = ["AgentHub", "AgentServicer"]
 _log = logging.getLogger(__name__)
 _DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 CHUNK = 256 * 1024
+
+
+def _step_name(step: int) -> str:
+    """An agent newer than the controller may send a step this build does not know: named by number."""
+    try:
+        name: str = agent_pb2.Step.Name(step)
+    except ValueError:
+        return f"step {step}"
+    return name.removeprefix("STEP_").lower()
 
 
 @dataclass
@@ -104,8 +115,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         it = request_iterator.__aiter__()
         try:
             first = await asyncio.wait_for(it.__anext__(), self.settings.hello_timeout_s)
-        except (TimeoutError, StopAsyncIteration):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a Hello within the hello timeout")
+        except TimeoutError:  # a slow-loris client holds a stream without saying who it is
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no Hello within {self.settings.hello_timeout_s:g} s of opening the stream",
+            )
+            return
+        except StopAsyncIteration:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the stream ended before its Hello")
             return
         if first.WhichOneof("body") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a Hello")
@@ -113,6 +130,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if not _DEVICE_RE.match(hello.device_id):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "device_id must match [a-z0-9][a-z0-9._-]{0,63}"
+            )
+        peer = current_peer.get()
+        if peer is not None and hello.device_id != peer.name:
+            # the certificate is the identity; a Hello naming another device is an impersonation attempt
+            _log.warning("certificate of %s sent a Hello as %s; refused", peer.name, hello.device_id)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"this certificate identifies device {peer.name}; it cannot connect as {hello.device_id}",
             )
         device_id = hello.device_id
         conn = _Conn(device_id, f"{self.settings.replica_id}#{secrets.token_hex(4)}")
@@ -174,7 +199,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     )
                 elif kind == "event":
                     ev = msg.event
-                    step = agent_pb2.Step.Name(ev.step).removeprefix("STEP_").lower()
+                    step = _step_name(ev.step)
                     text = f"{ev.command_id}: {step}" + (f": {ev.message}" if ev.message else "")
                     if ev.duplicate:
                         text += " (duplicate)"
@@ -199,6 +224,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> AsyncIterator[agent_pb2.ArtifactChunk]:
         if not SHA256_RE.match(request.sha256):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "sha256 must be 64 lowercase hex digits")
+        peer = current_peer.get()
+        if peer is not None and request.device_id and request.device_id != peer.name:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"this certificate identifies device {peer.name}, not {request.device_id}",
+            )
         try:
             row = await self.store.call(self.store.model_by_sha, request.sha256)
         except DatabaseError as exc:

@@ -51,9 +51,10 @@ def _address(controller: str | None) -> str:
 
 
 def _client(controller: str | None) -> Any:
+    from ._cli_security import client_credentials
     from ._client import FleetClient
 
-    return FleetClient(_address(controller))
+    return FleetClient(_address(controller), **client_credentials())
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -80,6 +81,9 @@ def register(cli: Any) -> None:
     _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
     _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
     _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
+    from ._cli_security import register_security
+
+    register_security(cli)
 
 
 def _controller_commands(grp: typer.Typer) -> None:
@@ -106,7 +110,35 @@ def _controller_commands(grp: typer.Typer) -> None:
         tick: Annotated[float, typer.Option(hidden=True)] = 0.5,
         lease: Annotated[float, typer.Option(hidden=True)] = 10.0,
         stale: Annotated[float, typer.Option(hidden=True)] = 30.0,
+        hello_timeout: Annotated[float, typer.Option(hidden=True)] = 10.0,
+        mqtt: Annotated[
+            str | None,
+            typer.Option(
+                help="Ingest telemetry from this broker: mqtt://host:1883, mqtts://user:pass@host:8883"
+            ),
+        ] = None,
+        fleet: Annotated[
+            str | None, typer.Option(help="Ingest only this fleet's telemetry (default: all)")
+        ] = None,
+        mqtt_ca_file: Annotated[
+            Path | None, typer.Option(help="CA of the broker's certificate (mqtts)")
+        ] = None,
+        mqtt_cert_file: Annotated[Path | None, typer.Option(help="Client certificate for the broker")] = None,
+        mqtt_key_file: Annotated[Path | None, typer.Option(help="Client key for the broker")] = None,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
+        tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
+        client_ca: Annotated[Path | None, typer.Option(help="Fleet CA that client certificates need")] = None,
+        crl: Annotated[Path | None, typer.Option(help="Revocation list (re-read when it changes)")] = None,
+        insecure: Annotated[
+            bool, typer.Option(help="Plain-text gRPC, no client identities (development only)")
+        ] = False,
+        admin_token_file: Annotated[
+            Path | None, typer.Option(help="File with admin tokens for FleetService, one a line")
+        ] = None,
+        revoked_key: Annotated[
+            list[str] | None, typer.Option("--revoked-key", help="Publisher key id refused at push; repeat")
+        ] = None,
     ) -> None:
         """Serve AgentService, FleetService and grpc.health.v1 until SIGINT/SIGTERM."""
         import logging
@@ -126,6 +158,11 @@ def _controller_commands(grp: typer.Typer) -> None:
                 keys[key_id_of(key)] = key
             if not keys and not allow_unsigned:
                 raise _fail("give at least one --trusted-key (publisher public key), or --allow-unsigned")
+            from ._cli_security import controller_security
+
+            security = controller_security(
+                tls_cert, tls_key, client_ca, crl, insecure, admin_token_file, revoked_key or []
+            )
             settings = ControllerSettings(
                 db_url=db,
                 listen=listen,
@@ -138,6 +175,13 @@ def _controller_commands(grp: typer.Typer) -> None:
                 tick_s=tick,
                 lease_s=lease,
                 stale_s=stale,
+                hello_timeout_s=hello_timeout,
+                mqtt_url=mqtt,
+                mqtt_fleet=fleet,
+                mqtt_ca_file=mqtt_ca_file,
+                mqtt_cert_file=mqtt_cert_file,
+                mqtt_key_file=mqtt_key_file,
+                **security,
             )
             serve(
                 settings,

@@ -6,11 +6,19 @@ import json
 import time
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["ago", "device_detail", "devices_table", "emit_json", "models_table", "rollout_tables"]
+__all__ = [
+    "ago",
+    "device_detail",
+    "device_figures",
+    "devices_table",
+    "emit_json",
+    "models_table",
+    "rollout_tables",
+]
 
 _STATE_STYLE = {
     "succeeded": "green",
@@ -69,20 +77,32 @@ def models_table(models: list[Any]) -> Table:
     return t
 
 
+def device_figures(d: Any) -> tuple[bool, float, float, str, str]:
+    """(online, fps, p95 ms, models, source): MQTT telemetry when the controller has some for the device,
+    the agent's status reports otherwise. Online: the control stream or the telemetry status says so."""
+    serving = ", ".join(sorted({p.model_ref for p in d.pipelines}))
+    if d.HasField("telemetry"):
+        t = d.telemetry
+        models = ", ".join(sorted(set(t.models))) or serving
+        return d.online or t.online, t.fps, t.latency_p95_ms, models or "-", "telemetry"
+    return d.online, d.health.fps, d.health.latency_p95_ms, serving or "-", "status"
+
+
 def devices_table(devices: list[Any]) -> Table:
     t = Table(title="devices")
-    for col in ("device", "online", "labels", "serving", "fps", "p95 ms", "last seen", "last event"):
+    for col in ("device", "online", "labels", "model", "fps", "p95 ms", "from", "last seen", "last event"):
         t.add_column(col, justify="right" if col in ("fps", "p95 ms") else "left", overflow="fold")
     for d in devices:
-        serving = ", ".join(sorted({p.model_ref for p in d.pipelines})) or "-"
+        online, fps, p95, models, source = device_figures(d)
         t.add_row(
             d.device_id,
-            "[green]yes[/]" if d.online else "[red]no[/]",
+            "[green]yes[/]" if online else "[red]no[/]",
             ",".join(f"{k}={v}" for k, v in sorted(d.labels.items())),
-            serving,
-            f"{d.health.fps:.1f}",
-            f"{d.health.latency_p95_ms:.1f}",
-            ago(d.last_seen),
+            models,
+            f"{fps:.1f}",
+            f"{p95:.1f}",
+            source,
+            ago(max(d.last_seen, d.telemetry.last_seen)),
             d.last_event[:60],
         )
     return t
@@ -100,6 +120,13 @@ def device_detail(d: Any) -> list[Any]:
     head.add_row("first seen", ago(d.first_seen))
     head.add_row("last seen", ago(d.last_seen))
     head.add_row("last event", d.last_event or "-")
+    if d.HasField("telemetry"):
+        t = d.telemetry
+        head.add_row(
+            "telemetry",
+            f"{'online' if t.online else 'offline'}, {t.fps:.1f} fps, p95 {t.latency_p95_ms:.1f} ms, "
+            f"{', '.join(t.models) or '-'} (fleet {t.fleet}, {ago(t.last_seen)})",
+        )
     pipes = Table(title="pipelines")
     for col in ("pipeline", "model", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
         pipes.add_column(col)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._errors import (
@@ -35,17 +36,41 @@ _ACTIONS = {
 class FleetClient:
     """``FleetClient("127.0.0.1:50051").list_devices()``; use as a context manager to close the channel."""
 
-    def __init__(self, address: str = DEFAULT_CONTROLLER, *, timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        address: str = DEFAULT_CONTROLLER,
+        *,
+        timeout_s: float = 15.0,
+        tls_ca: Path | None = None,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        token: str | None = None,
+        server_name: str | None = None,
+    ) -> None:
+        """``tls_ca`` turns TLS on (the controller's certificate must chain to it); ``tls_cert`` and
+        ``tls_key`` are an admin certificate; ``token`` an admin token sent as a bearer credential."""
         self.address = address
         self.timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_send_message_length", 4 << 20),
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.enable_retries", 1),
-            ],
-        )
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_send_message_length", 4 << 20),
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.enable_retries", 1),
+        ]
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        if tls_ca is not None:
+            try:
+                creds = grpc.ssl_channel_credentials(
+                    tls_ca.read_bytes(),
+                    tls_key.read_bytes() if tls_key else None,
+                    tls_cert.read_bytes() if tls_cert else None,
+                )
+            except OSError as exc:
+                raise CloudError(f"cannot read TLS file {exc.filename}: {exc.strerror}") from None
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         self._stub = fleet_pb2_grpc.FleetServiceStub(self._channel)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
@@ -59,17 +84,21 @@ class FleetClient:
 
     def _call(self, fn: Callable[..., Any], request: Any, timeout_s: float | None = None) -> Any:
         try:
-            return fn(request, timeout=timeout_s or self.timeout_s, wait_for_ready=False)
+            return fn(
+                request, timeout=timeout_s or self.timeout_s, wait_for_ready=False, metadata=self._metadata
+            )
         except grpc.RpcError as exc:
             raise self._translate(exc) from None
 
-    def _translate(self, exc: grpc.RpcError) -> CloudError:
+    def _translate(self, exc: grpc.RpcError) -> CloudError:  # noqa: PLR0911
         code = exc.code() if hasattr(exc, "code") else None
         details = (exc.details() if hasattr(exc, "details") else "") or str(code)
         if code == grpc.StatusCode.UNAVAILABLE:
             return ControllerUnavailableError(
                 f"cannot reach the controller at {self.address} (is `edgefleet controller serve` running?)"
             )
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            return CloudError(f"the controller at {self.address} refused the credentials: {details}")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return ControllerUnavailableError(f"the controller at {self.address} did not answer in time")
         if code == grpc.StatusCode.NOT_FOUND:

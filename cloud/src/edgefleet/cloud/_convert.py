@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict, ParseDict
+
 from edgefleet.proto.v1 import common_pb2, fleet_pb2
-from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
 
 from ._store import Row
 
@@ -35,8 +36,9 @@ def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
     return [ParseDict(p, common_pb2.PipelineStatus(), ignore_unknown_fields=True) for p in rows]
 
 
-def device_pb(r: Row, *, online: bool) -> fleet_pb2.Device:
-    return fleet_pb2.Device(
+def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Device:
+    """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None."""
+    msg = fleet_pb2.Device(
         device_id=r["device_id"],
         labels=r["labels"],
         capabilities=ParseDict(r["capabilities"], common_pb2.Capabilities(), ignore_unknown_fields=True),
@@ -59,6 +61,20 @@ def device_pb(r: Row, *, online: bool) -> fleet_pb2.Device:
         health=ParseDict(r["health"], common_pb2.Health(), ignore_unknown_fields=True),
         last_event=r["last_event"],
     )
+    if telemetry is not None:
+        t = telemetry
+        msg.telemetry.CopyFrom(
+            fleet_pb2.DeviceTelemetry(
+                online=t.online,
+                fps=t.fps or 0.0,
+                latency_p95_ms=t.p95_ms or 0.0,
+                last_seen=t.last_seen,
+                models=[f"{m.get('name', '')}:{m.get('version', '')}" for m in t.models],
+                fleet=t.fleet,
+                agent_version=t.agent_version,
+            )
+        )
+    return msg
 
 
 def rollout_pb(r: Row) -> fleet_pb2.Rollout:

@@ -130,9 +130,19 @@ def _v2(conn: Connection) -> None:
     conn.execute(sa.text("CREATE INDEX IF NOT EXISTS ix_rollouts_state ON rollouts (state)"))
 
 
+def _v3(conn: Connection) -> None:
+    # The telemetry tables have their own MetaData (edgefleet.cloud._telemetry); creating them here, under
+    # the migration lock, means every controller database can be read by `edgefleet telemetry show` and
+    # replicas never race to create them. Later changes to them get migrations of their own.
+    from ._telemetry._schema import telemetry_metadata
+
+    telemetry_metadata.create_all(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
+    (3, "telemetry tables (telemetry_devices, telemetry_messages, telemetry_rollups)", _v3),
 ]
 
 

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from sqlalchemy.exc import SQLAlchemyError
+
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
@@ -27,6 +29,7 @@ from ._registry import ArtifactStore
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import ControllerSettings
 from ._store import Row, Store
+from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
 
@@ -80,7 +83,9 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         hub: AgentHub,
         engine: RolloutEngine,
         settings: ControllerSettings,
+        telemetry: TelemetryStore | None = None,
     ) -> None:
+        self.telemetry = telemetry  # read for `devices ls|show` whenever given
         self.store = store
         self.artifacts = artifacts
         self.hub = hub
@@ -89,6 +94,21 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     def _online(self, r: Row) -> bool:
         return bool(r["online"]) and self.store.clock() - r["last_seen"] < self.settings.stale_s
+
+    async def _telemetry_states(self, device_id: str | None = None) -> dict[str, DeviceState]:
+        """Telemetry per device id; empty when there is none (or it cannot be read: status reports remain)."""
+        if self.telemetry is None:
+            return {}
+        try:
+            states = await asyncio.to_thread(self.telemetry.devices, device_id=device_id)
+        except (TelemetryIngestError, SQLAlchemyError) as exc:
+            _log.warning("telemetry not readable for devices: %s", exc)
+            return {}
+        return {t.device_id: t for t in states}
+
+    async def _device_pb(self, r: Row) -> fleet_pb2.Device:
+        tel = await self._telemetry_states(r["device_id"])
+        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
 
     async def PushModel(
         self,
@@ -115,7 +135,11 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
                 raise InvalidArgumentError("empty push")
             upload.finish()
             row = await asyncio.to_thread(
-                self.artifacts.inspect, upload, self.settings.trusted_keys, self.settings.allow_unsigned
+                self.artifacts.inspect,
+                upload,
+                self.settings.trusted_keys,
+                self.settings.allow_unsigned,
+                self.settings.revoked_keys,
             )
             row["pushed_at"] = self.store.clock()
             stored, created = await self.store.call(self.store.add_model, row)
@@ -143,12 +167,15 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         self, request: fleet_pb2.ListDevicesRequest, context: Any
     ) -> fleet_pb2.ListDevicesResponse:
         rows = await self.store.call(self.store.list_devices, dict(request.selector))
-        return fleet_pb2.ListDevicesResponse(devices=[device_pb(r, online=self._online(r)) for r in rows])
+        tel = await self._telemetry_states()
+        return fleet_pb2.ListDevicesResponse(
+            devices=[device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"])) for r in rows]
+        )
 
     @_unary
     async def GetDevice(self, request: fleet_pb2.GetDeviceRequest, context: Any) -> fleet_pb2.Device:
         r = await self.store.call(self.store.get_device, request.device_id)
-        return device_pb(r, online=self._online(r))
+        return await self._device_pb(r)
 
     @_unary
     async def SetLabels(self, request: fleet_pb2.SetLabelsRequest, context: Any) -> fleet_pb2.Device:
@@ -156,7 +183,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         r = await self.store.call(
             self.store.set_labels, request.device_id, dict(request.set), list(request.remove)
         )
-        return device_pb(r, online=self._online(r))
+        return await self._device_pb(r)
 
     @_unary
     async def CreateRollout(self, request: fleet_pb2.CreateRolloutRequest, context: Any) -> fleet_pb2.Rollout:

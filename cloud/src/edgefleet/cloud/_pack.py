@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 import yaml
+
 from edgefleet.sdk import load_package, load_private_key, sign_manifest
 
 __all__ = ["pack_package"]

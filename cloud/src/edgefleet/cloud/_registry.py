@@ -77,9 +77,16 @@ class ArtifactStore:
         return Upload(self, size, sha256)
 
     def inspect(
-        self, upload: Upload, trusted_keys: Mapping[str, Any], allow_unsigned: bool
+        self,
+        upload: Upload,
+        trusted_keys: Mapping[str, Any],
+        allow_unsigned: bool,
+        revoked_keys: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """Verify the uploaded package and return the registry row for it (blocking: run off the loop)."""
+        from ._archive import check_archive
+
+        check_archive(upload.path, unpack_to=self.incoming)
         unpack = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.incoming))
         try:
             pkg = load_package(
@@ -95,6 +102,9 @@ class ArtifactStore:
         finally:
             shutil.rmtree(unpack, ignore_errors=True)
         m = pkg.manifest
+        key = pkg.signed_by or (m.signature.key_id if m.signature else None)
+        if key is not None and key in revoked_keys:
+            raise RegistryError(f"{m.name}:{m.version} is signed by key {key}, which is revoked")
         return {
             "sha256": upload.sha256,
             "name": m.name,

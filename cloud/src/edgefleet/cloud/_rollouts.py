@@ -99,6 +99,32 @@ def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, s
     return True, ""
 
 
+def telemetry_verdict(ro: Row, health: Any) -> tuple[bool | None, str]:
+    """The same gate on MQTT telemetry since the swap (``TelemetryStore.health``: mean fps, worst p95,
+    errors, online). None: no opinion (no sample yet, or the device's telemetry link is offline)."""
+    if health is None or not health.samples or not health.online:
+        return None, ""
+    params = ro["params"]
+    n = health.samples
+    if params.get("min_fps") and health.fps is not None and health.fps < params["min_fps"]:
+        return (
+            False,
+            f"telemetry: {health.fps:.1f} fps < {params['min_fps']} (mean of {n} samples since the swap)",
+        )
+    if (
+        params.get("max_latency_ms")
+        and health.p95_ms is not None
+        and health.p95_ms > params["max_latency_ms"]
+    ):
+        return False, f"telemetry: p95 {health.p95_ms:.1f} ms > {params['max_latency_ms']} since the swap"
+    if health.errors:
+        return (
+            False,
+            f"telemetry: {health.errors} error(s) since the swap (outages, error or rollback events)",
+        )
+    return True, ""
+
+
 class RolloutEngine:
     """Drives every active rollout one step per tick. Several replicas may run one each: a rollout is
     driven only by the replica holding its lease (a row-level compare-and-set in the database)."""
@@ -112,7 +138,11 @@ class RolloutEngine:
         tick_s: float = 0.5,
         lease_s: float = 10.0,
         stale_s: float = 30.0,
+        telemetry_health: Callable[[str, float], Any] | None = None,
     ) -> None:
+        # ``TelemetryStore.health`` when the controller ingests telemetry; called on the database thread
+        # (step() runs there), which is what ``health_async`` would do from the event loop.
+        self.telemetry_health = telemetry_health
         self.store = store
         self.owner = owner
         self.notify = notify
@@ -222,6 +252,12 @@ class RolloutEngine:
                 self._set(ro, m, state="failed", message=prefix + (d["message"] or "refused"))
         elif state == "health" and dev is not None:
             ok, why = health_verdict(ro, dev, m["swapped_at"])
+            if ok is not False and self.telemetry_health is not None:
+                t_ok, t_why = telemetry_verdict(ro, self.telemetry_health(m["device_id"], m["swapped_at"]))
+                if t_ok is False:
+                    ok, why = False, t_why
+                elif ok is None and t_ok:
+                    ok = True  # fresh telemetry is enough when no status report came since the swap
             if ok is False:
                 self._set(ro, m, state="failed", message=why)
             elif ok and now - m["swapped_at"] >= window:

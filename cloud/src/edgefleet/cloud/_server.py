@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from edgefleet.proto.v1 import agent_pb2_grpc, fleet_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from edgefleet.proto.v1 import agent_pb2_grpc, fleet_pb2_grpc
 
 from ._agents import AgentHub, AgentServicer
 from ._errors import CloudError
@@ -21,6 +22,7 @@ from ._registry import ArtifactStore
 from ._rollouts import RolloutEngine
 from ._settings import ControllerSettings
 from ._store import Store
+from ._telemetry import Ingester, TelemetryStore, parse_broker_url
 
 __all__ = ["Controller", "server_options", "serve"]
 
@@ -57,6 +59,9 @@ class Controller:
         except CloudError:
             raise
         self._stack.callback(self.store.close)
+        # telemetry_* tables come with the controller's migrations (v3): always readable by `devices ls`
+        self.telemetry = TelemetryStore(self.store.engine, create=False)
+        self.ingester: Ingester | None = None
         self.artifacts = ArtifactStore(s.artifacts_dir)
         self.hub = AgentHub()
         self.engine = RolloutEngine(
@@ -66,23 +71,35 @@ class Controller:
             tick_s=s.tick_s,
             lease_s=s.lease_s,
             stale_s=s.stale_s,
+            telemetry_health=self.telemetry.health if s.mqtt_url else None,
         )
-        self.server = grpc.aio.server(options=server_options(s), maximum_concurrent_rpcs=10_000)
+        from ._auth import Authorizer, server_credentials
+
+        self.server = grpc.aio.server(
+            options=server_options(s),
+            maximum_concurrent_rpcs=10_000,
+            interceptors=[Authorizer(s.tls, s.admin_tokens)],
+        )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
             AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake), self.server
         )
         fleet_pb2_grpc.add_FleetServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            FleetServicer(self.store, self.artifacts, self.hub, self.engine, s), self.server
+            FleetServicer(self.store, self.artifacts, self.hub, self.engine, s, self.telemetry), self.server
         )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         try:
-            self.port = self.server.add_insecure_port(s.listen)
+            if s.tls is not None:
+                self.port = self.server.add_secure_port(s.listen, server_credentials(s.tls))
+            else:
+                self.port = self.server.add_insecure_port(s.listen)
         except RuntimeError as exc:
             raise CloudError(f"cannot listen on {s.listen}: {exc}") from None
         if s.replica_id.endswith(":0"):
             s.replica_id = f"{s.replica_id[:-2]}:{self.port}"
             self.engine.owner = s.replica_id
+        if s.mqtt_url:
+            self._start_ingest()
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)
@@ -100,6 +117,20 @@ class Controller:
             self.store.version,
         )
         return self
+
+    def _start_ingest(self) -> None:
+        """MQTT ingest: a shared subscription (replicas split the load) under a client id stable per replica,
+        so the broker keeps this replica's session across its restarts."""
+        s = self.settings
+        broker = parse_broker_url(
+            s.mqtt_url or "", ca_file=s.mqtt_ca_file, cert_file=s.mqtt_cert_file, key_file=s.mqtt_key_file
+        )
+        self.ingester = Ingester(
+            broker, self.telemetry, client_id=f"edgefleet-ingest-{s.replica_id}", fleet=s.mqtt_fleet
+        )
+        self.ingester.start()
+        self._stack.callback(self.ingester.stop)
+        _log.info("telemetry ingest from %s (%s)", broker.redacted_url, self.ingester.topic)
 
     async def _stop_server(self) -> None:
         for name in ("", *SERVICES):

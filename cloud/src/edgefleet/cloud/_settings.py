@@ -5,7 +5,10 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._auth import TLSFiles
 
 __all__ = ["ControllerSettings"]
 
@@ -31,6 +34,15 @@ class ControllerSettings:
     max_artifact_bytes: int = 2 << 30
     max_message_bytes: int = 4 << 20
     grace_s: float = 5.0
+    # Telemetry ingest (docs/telemetry.md): None keeps the controller off MQTT; gates use status reports only.
+    mqtt_url: str | None = None  # mqtt://host:1883 or mqtts://user:pass@host:8883
+    mqtt_fleet: str | None = None  # ingest only this fleet (None: every fleet)
+    mqtt_ca_file: Path | None = None
+    mqtt_cert_file: Path | None = None
+    mqtt_key_file: Path | None = None
+    tls: TLSFiles | None = None  # None: plain text (the CLI demands --insecure for that)
+    admin_tokens: tuple[str, ...] = ()  # accepted as "authorization: Bearer <token>" on FleetService
+    revoked_keys: frozenset[str] = frozenset()  # publisher key ids refused at push
 
     def __post_init__(self) -> None:
         if not self.replica_id:

@@ -18,9 +18,10 @@ from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives import serialization
+from google.protobuf.json_format import ParseDict
+
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, load_public_key
-from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
 from ._caps import detect_capabilities
 from ._config import AgentConfig
@@ -28,7 +29,9 @@ from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedE
 from ._fetch import download
 from ._modelstore import ModelStore
 from ._runtime import PipelineHost
+from ._security import controller_channel
 from ._state import AgentState
+from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
 
 __all__ = ["Agent", "load_trusted_keys"]
 
@@ -66,7 +69,12 @@ class Agent:
             raise AgentError(
                 "trusted_keys is empty: give the publisher public keys, or require_signature: false"
             )
-        self.store = ModelStore(config.state_dir, keys, require_signature=config.require_signature)
+        self.store = ModelStore(
+            config.state_dir,
+            keys,
+            require_signature=config.require_signature,
+            revoked_keys=config.revoked_keys,
+        )
         self.state = AgentState(config.state_dir / "state.json")
         self.hosts: dict[str, PipelineHost] = {}
         self.status_interval_s = 5.0
@@ -78,12 +86,19 @@ class Agent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._caps = detect_capabilities(VERSION)
+        self.telemetry: TelemetryAgent | None = None
+        if config.telemetry is not None:
+            try:
+                config.telemetry.broker_address()  # a bad URL or TLS file fails here, not in a thread
+            except TelemetryError as exc:
+                raise AgentError(f"telemetry: {exc}") from None
+            self.telemetry = TelemetryAgent(config.telemetry, agent_version=VERSION, labels=config.labels)
 
     # --- pipelines ---------------------------------------------------------------------------------
     def start_pipelines(self) -> None:
         """Start every pipeline on its last-good version (or the config's package on first boot)."""
         for name, pc in self.config.pipelines.items():
-            host = PipelineHost(name, pc)
+            host = PipelineHost(name, pc, self._result_listener(name))
             pkg: ModelPackage | None = None
             last = self.state.serving.get(name)
             if last:
@@ -96,10 +111,13 @@ class Agent:
                         last.get("ref"),
                         exc,
                     )
+                    self._report_error(f"pipeline {name}", f"last-good {last.get('ref')} unusable: {exc}")
             if pkg is None:
                 pkg = self.store.load(pc.model)
             host.start(pkg)
             self.hosts[name] = host
+            if self.telemetry is not None:
+                self.telemetry.add_pipeline(name, host.telemetry_stats)
             entry = self.state.packages.setdefault(
                 pkg.ref, {"sha256": (last or {}).get("sha256", ""), "path": ""}
             )
@@ -111,8 +129,31 @@ class Agent:
         self.state.save()
 
     def close_pipelines(self) -> None:
-        for host in self.hosts.values():
+        for name, host in self.hosts.items():
+            if self.telemetry is not None:
+                self.telemetry.remove_pipeline(name)
             host.close()
+
+    # --- telemetry (all no-ops without a ``telemetry:`` section; never fails the caller) -----------
+    def _result_listener(self, pipeline: str) -> Any:
+        tel = self.telemetry
+        if tel is None or not tel.config.events.detections:
+            return None
+        return lambda result: tel.detections(pipeline, result)
+
+    def _swap_event(self, pipeline: str, phase: Any, from_ref: str, to_ref: str, **kw: Any) -> None:
+        if self.telemetry is not None:
+            try:
+                self.telemetry.swap(pipeline, phase, from_ref, to_ref, **kw)
+            except TelemetryError as exc:
+                _log.warning("swap event not published: %s", exc)
+
+    def _report_error(self, component: str, message: str) -> None:
+        if self.telemetry is not None:
+            try:
+                self.telemetry.error(component, message)
+            except TelemetryError as exc:
+                _log.warning("error event not published: %s", exc)
 
     def pipeline_statuses(self) -> list[dict[str, Any]]:
         out = []
@@ -176,7 +217,7 @@ class Agent:
             ("grpc.max_receive_message_length", 4 << 20),
             ("grpc.max_send_message_length", 4 << 20),
         ]
-        async with grpc.aio.insecure_channel(c.address, options=options) as channel:
+        async with controller_channel(c, options) as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), c.connect_timeout_s)
             out: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue(maxsize=1000)
@@ -297,9 +338,9 @@ class Agent:
                 self.event(cid, agent_pb2.STEP_RECEIVED, cmd.WhichOneof("kind") or "")
                 try:
                     if cmd.WhichOneof("kind") == "apply":
-                        ok, message, ref = True, *await self._apply(stub, cid, cmd.apply)
+                        ok, message, ref = True, *await self._apply(stub, cid, cmd.apply, cmd.rollout_id)
                     elif cmd.WhichOneof("kind") == "rollback":
-                        ok, message, ref = True, *await self._rollback(cid, cmd.rollback)
+                        ok, message, ref = True, *await self._rollback(cid, cmd.rollback, cmd.rollout_id)
                     else:
                         raise ApplyError("unknown command kind (is the agent older than the controller?)")
                 except DownloadInterruptedError as exc:
@@ -309,6 +350,7 @@ class Agent:
                 except (AgentError, EdgefleetError) as exc:
                     ok, message, ref = False, str(exc), self._serving_ref(cmd)
                     _log.warning("command %s refused: %s", cid, message)
+                    self._report_error("command", f"{cid}: {message}")
                 self.state.record_command(cid, ok, message, ref)
                 self.event(cid, agent_pb2.STEP_DONE, message, done=True, ok=ok, model_ref=ref)
         finally:
@@ -368,7 +410,9 @@ class Agent:
         self.event(cid, agent_pb2.STEP_INSTALLING, f"installed {pkg.ref}")
         return pkg
 
-    async def _apply(self, stub: Any, cid: str, apply: agent_pb2.ApplyModel) -> tuple[str, str]:
+    async def _apply(
+        self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = ""
+    ) -> tuple[str, str]:
         m = apply.model
         ref = f"{m.name}:{m.version}"
         hosts = [h for h in self.hosts.values() if h.model_name == m.name]
@@ -387,24 +431,58 @@ class Agent:
         done: list[tuple[PipelineHost, ModelPackage | None]] = []
         for h in hosts:
             before = h.package
+            before_ref = before.ref if before else h.ref
+            self._swap_event(h.name, SwapPhase.PHASE_STARTED, before_ref, ref, rollout_id=rollout_id)
+            t0 = time.perf_counter()
             outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid))
+            took = time.perf_counter() - t0
             if not outcome.ok:
+                why = f"refused at {outcome.stage}: {outcome.error}"
+                self._swap_event(
+                    h.name,
+                    SwapPhase.PHASE_FAILED,
+                    before_ref,
+                    ref,
+                    reason=why,
+                    duration_s=took,
+                    rollout_id=rollout_id,
+                )
                 for other, prev in done:  # keep every pipeline on one version
                     if prev is not None:
                         await asyncio.to_thread(other.rollback_to, prev, self._progress(cid))
+                        self._swap_event(
+                            other.name,
+                            SwapPhase.PHASE_ROLLED_BACK,
+                            prev.ref,
+                            ref,
+                            reason=f"pipeline {h.name} refused {ref}",
+                            rollout_id=rollout_id,
+                        )
                 raise ApplyError(
                     f"{ref} refused at {outcome.stage}: {outcome.error}; {before.ref if before else '?'} "
                     "keeps serving"
                 )
             done.append((h, before))
+            self._swap_event(
+                h.name, SwapPhase.PHASE_SUCCEEDED, before_ref, ref, duration_s=took, rollout_id=rollout_id
+            )
         self._generation += 1
-        task = asyncio.create_task(self._watch(cid, hosts, pkg, m.sha256, window, self._generation))
+        task = asyncio.create_task(
+            self._watch(cid, hosts, pkg, m.sha256, window, self._generation, rollout_id)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref
 
     async def _watch(
-        self, cid: str, hosts: list[PipelineHost], pkg: ModelPackage, sha: str, window: float, generation: int
+        self,
+        cid: str,
+        hosts: list[PipelineHost],
+        pkg: ModelPackage,
+        sha: str,
+        window: float,
+        generation: int,
+        rollout_id: str = "",
     ) -> None:
         """After the health window, the new version becomes last-good; a rollback by the SDK is reported."""
         deadline = time.monotonic() + window
@@ -414,6 +492,15 @@ class Agent:
                 return
             back = [h for h in hosts if h.ref != pkg.ref]
             if back:
+                for h in back:
+                    self._swap_event(
+                        h.name,
+                        SwapPhase.PHASE_ROLLED_BACK,
+                        h.ref,
+                        pkg.ref,
+                        reason="health gate failed in the health window",
+                        rollout_id=rollout_id,
+                    )
                 self.event(
                     cid,
                     agent_pb2.STEP_ROLLED_BACK,
@@ -433,7 +520,7 @@ class Agent:
         self.state.save()
         self.event(cid, agent_pb2.STEP_HEALTH, f"{pkg.ref} healthy; now last-good", model_ref=pkg.ref)
 
-    async def _rollback(self, cid: str, rb: agent_pb2.RollbackModel) -> tuple[str, str]:
+    async def _rollback(self, cid: str, rb: agent_pb2.RollbackModel, rollout_id: str = "") -> tuple[str, str]:
         hosts = [h for h in self.hosts.values() if h.model_name == rb.model_name]
         if not hosts:
             raise ApplyError(f"no pipeline serves a model named {rb.model_name}")
@@ -443,9 +530,19 @@ class Agent:
         pkg = self.store.load(Path(entry["path"]))
         self._generation += 1
         for h in hosts:
+            abandoned = h.ref
             outcome = await asyncio.to_thread(h.rollback_to, pkg, self._progress(cid))
             if not outcome.ok:
                 raise ApplyError(f"rollback to {rb.to_ref} failed at {outcome.stage}: {outcome.error}")
+            if abandoned != pkg.ref:
+                self._swap_event(
+                    h.name,
+                    SwapPhase.PHASE_ROLLED_BACK,
+                    pkg.ref,
+                    abandoned,
+                    reason="rollback ordered by the controller",
+                    rollout_id=rollout_id,
+                )
             self.state.serving[h.name] = {
                 "ref": pkg.ref,
                 "sha256": entry.get("sha256", ""),

@@ -17,17 +17,32 @@ def register(cli: Any) -> None:
     def agent(
         config: Annotated[Path, typer.Option("--config", "-c", help="agent.yaml")],
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        log_format: Annotated[
+            str,
+            typer.Option(help="text, or json: one JSON object per line (ELK, Loki), credentials redacted"),
+        ] = "text",
     ) -> None:
         """Run the edge agent: the configured pipelines, following the controller."""
         import logging
 
-        from edgefleet.sdk import EdgefleetError
         from rich.console import Console
         from rich.markup import escape
+
+        from edgefleet.sdk import EdgefleetError
 
         from ._errors import AgentError
         from ._main import run_agent
 
+        if log_format not in ("text", "json"):
+            raise typer.BadParameter("must be text or json", param_hint="--log-format")
+        if log_format == "json":
+            from ._telemetry._logging import JsonLinesFormatter
+
+            root = logging.getLogger()
+            if not root.handlers:
+                root.addHandler(logging.StreamHandler())
+            for handler in root.handlers:
+                handler.setFormatter(JsonLinesFormatter(static={"service": "edgefleet-agent"}))
         logging.getLogger().setLevel(log_level.upper())
         logging.getLogger("edgefleet").setLevel(log_level.upper())
         try:

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
 from edgefleet.sdk import PipelineConfig
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import AgentConfigError
+from ._telemetry._config import TelemetryConfig, agent_section
 
 __all__ = ["AgentConfig", "ControllerConfig", "load_agent_config"]
 
@@ -22,8 +24,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ControllerTLS(_Strict):
+    """Mutual TLS to the controller: the fleet CA and this device's certificate (``edgefleet certs``)."""
+
+    ca: Path = Field(description="Fleet CA certificate (PEM); the controller's certificate must chain to it")
+    cert: Path = Field(description="This device's certificate (PEM); its common name is the device id")
+    key: Path = Field(description="This device's private key (PEM, mode 0600)")
+    server_name: str | None = Field(None, description="Name to verify when the address is not in the SANs")
+
+
 class ControllerConfig(_Strict):
     address: str = Field("127.0.0.1:50051", description="Controller host:port")
+    tls: ControllerTLS | None = Field(None, description="Mutual TLS; absent: plain text (a warning)")
     connect_timeout_s: float = Field(10.0, gt=0, description="Deadline to open the stream and get a Welcome")
     stream_max_s: float = Field(3600.0, gt=0, description="Deadline of one Connect stream; then reconnect")
     rpc_timeout_s: float = Field(15.0, gt=0, description="Deadline of short calls")
@@ -48,10 +60,16 @@ class AgentConfig(_Strict):
     controller: ControllerConfig = Field(default_factory=ControllerConfig)  # type: ignore[arg-type]
     trusted_keys: tuple[Path, ...] = Field(default=(), description="Publisher public keys (PEM)")
     require_signature: bool = Field(True, description="Refuse unsigned model packages")
+    revoked_keys: tuple[str, ...] = Field(
+        default=(), description="Publisher key ids refused even when listed in trusted_keys"
+    )
     state_dir: Path = Field(Path("edgefleet-agent"), description="Model store, downloads and agent state")
     download_rate_limit_kbps: float = Field(0.0, ge=0, description="Cap on download speed (0: none)")
     health_window_s: float | None = Field(None, ge=0, description="Overrides the controller's window")
     pipelines: dict[str, PipelineConfig] = Field(min_length=1, description="Named SDK pipeline configs")
+    telemetry: TelemetryConfig | None = Field(
+        None, description="MQTT telemetry (docs/telemetry.md); absent: no telemetry"
+    )
 
     @field_validator("device_id")
     @classmethod
@@ -68,6 +86,13 @@ class AgentConfig(_Strict):
                 raise ValueError(f"{k}={val} is not a valid label (letters, digits, . _ / -)")
         return v
 
+    @field_validator("telemetry")
+    @classmethod
+    def _check_telemetry(cls, v: TelemetryConfig | None, info: ValidationInfo) -> TelemetryConfig | None:
+        if v is not None and v.device_id != info.data.get("device_id", v.device_id):
+            raise ValueError(f"device_id {v.device_id} differs from the agent's; leave it out")
+        return v
+
 
 def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
     def rel(p: Any) -> Any:
@@ -78,6 +103,19 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
         out["state_dir"] = rel(out["state_dir"])
     if isinstance(out.get("trusted_keys"), list):
         out["trusted_keys"] = [rel(p) for p in out["trusted_keys"]]
+    ctl = out.get("controller")
+    if isinstance(ctl, dict) and isinstance(ctl.get("tls"), dict):
+        tls = ctl["tls"]
+        out["controller"] = {
+            **ctl,
+            "tls": {k: rel(v) if k in ("ca", "cert", "key") else v for k, v in tls.items()},
+        }
+    if isinstance(out.get("telemetry"), dict):
+        sd = out.get("state_dir")  # validated later; a wrong type must not crash here
+        state_dir = Path(sd if isinstance(sd, str) and sd else "edgefleet-agent")  # the field's default
+        out["telemetry"] = agent_section(
+            out["telemetry"], device_id=out.get("device_id"), state_dir=state_dir, base=base
+        )
     pipes = out.get("pipelines")
     if isinstance(pipes, dict):
         out["pipelines"] = {

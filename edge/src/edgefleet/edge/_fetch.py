@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc
 
 from ._errors import ArtifactError, DownloadInterruptedError
@@ -59,9 +62,22 @@ async def download(
                     if ahead > 0:
                         await asyncio.sleep(ahead)
             await asyncio.to_thread(f.flush)
+    except OSError as exc:  # disk full, read-only state dir: what was written stays, to resume
+        with contextlib.suppress(OSError):
+            _truncate_to_whole(dest, got)
+        raise DownloadInterruptedError(
+            f"cannot write the download of {sha256[:12]}… at {got} of {size} bytes: "
+            f"{exc.strerror or exc}; it resumes when space returns"
+        ) from None
     except grpc.aio.AioRpcError as exc:
         raise DownloadInterruptedError(
             f"download of {sha256[:12]}… stopped at {got} of {size} bytes: {exc.code().name}: {exc.details()}"
         ) from None
     _log.info("downloaded %s: %d bytes (resumed from %d)", sha256[:12], got, start)
     return start
+
+
+def _truncate_to_whole(dest: Path, good: int) -> None:
+    """Drop a partly written chunk so the file holds exactly the ``good`` bytes received in order."""
+    if dest.exists() and dest.stat().st_size > good:
+        os.truncate(dest, good)

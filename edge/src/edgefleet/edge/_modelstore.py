@@ -11,7 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,12 @@ def sha256_file(path: Path) -> str:
 
 class ModelStore:
     def __init__(
-        self, root: Path, trusted_keys: Mapping[str, Any], *, require_signature: bool = True
+        self,
+        root: Path,
+        trusted_keys: Mapping[str, Any],
+        *,
+        require_signature: bool = True,
+        revoked_keys: Iterable[str] = (),
     ) -> None:
         self.root = root
         self.models = root / "models"
@@ -44,6 +49,7 @@ class ModelStore:
             d.mkdir(parents=True, exist_ok=True)
         self.trusted_keys = dict(trusted_keys)
         self.require_signature = require_signature
+        self.revoked_keys = frozenset(revoked_keys)
         for leftover in self.staging.iterdir():  # from a crash mid-install
             shutil.rmtree(leftover, ignore_errors=True)
 
@@ -59,13 +65,23 @@ class ModelStore:
     def load(self, path: Path) -> ModelPackage:
         """Load (and re-verify) a package already in the store or named in the config."""
         try:
-            return load_package(
+            pkg = load_package(
                 path,
                 trusted_keys=self.trusted_keys or None,
                 require_signature=self.require_signature and path.is_relative_to(self.models),
             )
         except EdgefleetError as exc:
             raise ArtifactError(str(exc)) from None
+        self._check_revoked(pkg, str(path))
+        return pkg
+
+    def _check_revoked(self, pkg: ModelPackage, source: str) -> None:
+        key = pkg.signed_by or (pkg.manifest.signature.key_id if pkg.manifest.signature else None)
+        if key is not None and key in self.revoked_keys:
+            raise ArtifactError(
+                f"{source}: {pkg.ref} is signed by key {key}, which is revoked (revoked_keys); "
+                "re-sign it with a trusted key"
+            )
 
     def installed(self, sha256: str) -> Path | None:
         folder = self.models / sha256
@@ -80,6 +96,12 @@ class ModelStore:
         digest = sha256_file(artifact)
         if digest != sha256:
             raise ArtifactError(f"artifact {sha256[:12]}… is corrupt: its sha256 is {digest[:12]}…")
+        from ._archive import check_archive
+
+        try:
+            check_archive(artifact, unpack_to=self.staging)
+        except ArtifactError as exc:
+            raise ArtifactError(f"refused {sha256[:12]}…: {exc}") from None
         stage = Path(tempfile.mkdtemp(prefix=f"{sha256[:12]}-", dir=self.staging))
         try:
             try:
@@ -92,8 +114,11 @@ class ModelStore:
             except EdgefleetError as exc:
                 msg = str(exc).replace(str(stage), "artifact").replace(str(artifact), "artifact")
                 raise ArtifactError(f"refused {sha256[:12]}…: {msg}") from None
+            except OSError as exc:  # disk full while unpacking: the staging folder goes, nothing else
+                raise ArtifactError(f"cannot unpack {sha256[:12]}…: {exc.strerror or exc}") from None
             if pkg.signed_by is None and self.require_signature:
                 raise ArtifactError(f"refused {sha256[:12]}…: no trusted key verified its signature")
+            self._check_revoked(pkg, f"refused {sha256[:12]}…")
             dest = self.models / sha256
             if dest.exists():
                 shutil.rmtree(dest)

@@ -3,13 +3,14 @@ new version into it (``Pipeline.swap_model``), roll it back. Blocking calls: run
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig
+from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
 
 __all__ = ["PipelineHost", "SwapOutcome"]
 
@@ -25,20 +26,24 @@ class SwapOutcome:
 
 
 class PipelineHost:
-    def __init__(self, name: str, config: PipelineConfig) -> None:
+    def __init__(
+        self, name: str, config: PipelineConfig, on_result: Callable[[Result], None] | None = None
+    ) -> None:
         self.name = name
         self.config = config
+        self._on_result = on_result
         self.pipeline: Pipeline | None = None
         self.package: ModelPackage | None = None
         self.previous: ModelPackage | None = None
         self.error: str | None = None
         self._lock = threading.Lock()
         self._last: tuple[float, int] | None = None
+        self._last_telemetry: tuple[float, int] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, package: ModelPackage) -> None:
         config = self.config.model_copy(update={"model": package.root})
-        pipeline = Pipeline.from_config(config, on_result=lambda _r: None)
+        pipeline = Pipeline.from_config(config, on_result=self._result)
         pipeline.start()
         self.pipeline, self.package = pipeline, package
         _log.info("pipeline %s serving %s", self.name, package.ref)
@@ -46,6 +51,27 @@ class PipelineHost:
     def close(self) -> None:
         if self.pipeline is not None:
             self.pipeline.close()
+
+    def _result(self, result: Result) -> None:
+        """Called on the pipeline's thread for every result: hand it on, never let a listener break it."""
+        if self._on_result is not None:
+            try:
+                self._on_result(result)
+            except Exception:
+                _log.warning("pipeline %s: result listener failed", self.name, exc_info=True)
+
+    def telemetry_stats(self) -> PipelineStats:
+        """``Pipeline.stats()`` of whichever pipeline serves now, with ``fps`` over the interval since the
+        previous call (the SDK's figure averages since start, too slow to show a swap's effect)."""
+        p = self.pipeline
+        if p is None:
+            raise EdgefleetError(f"pipeline {self.name} is not running")
+        stats = p.stats()
+        now = time.monotonic()
+        last, self._last_telemetry = self._last_telemetry, (now, stats.results)
+        if last is not None and now > last[0] and stats.results >= last[1]:
+            stats = dataclasses.replace(stats, fps=(stats.results - last[1]) / (now - last[0]))
+        return stats
 
     @property
     def ref(self) -> str:

@@ -45,30 +45,49 @@ def _read_frames(source: Path, n: int) -> list[Any]:
 
 
 def _mode_raw(model: Path, source: Path, frames: int, batch: int, device: str) -> dict[str, Any]:
+    """The backend alone on preprocessed tensors, configured as the pipeline would configure it (the same
+    number of concurrent inference workers and threads per run): the ceiling the pipeline can reach."""
+    import threading
+
+    from ._config import PipelineConfig
     from ._model import load_model
     from ._package import load_package
+    from ._pipeline import _backend_for_workers, _default_workers
 
-    m = load_model(load_package(model), device=device, max_batch=batch)
-    buf = m.acquire_buffer(1.0)
-    assert buf is not None
+    cfg = PipelineConfig(model=model, sources=(str(source),), device=device, max_batch=batch)
+    workers = _default_workers(cfg)
+    m = load_model(
+        load_package(model), _backend_for_workers(cfg, workers), device=device, max_batch=batch, buffers=2 + workers
+    )
+    if not m.backend.concurrent_infer:
+        workers = 1
     img = _read_frames(source, 1)[0]
-    for i in range(m.max_batch):
-        m.preprocess(img, buf, i)
-    m.preprocess.finish(buf, m.max_batch)
-    for _ in range(3):
+    bufs = []
+    for _ in range(workers):
+        buf = m.acquire_buffer(1.0)
+        if buf is None:
+            raise SystemExit("no input buffer")
+        for i in range(m.max_batch):
+            m.preprocess(img, buf, i)
+        m.preprocess.finish(buf, m.max_batch)
         m.backend.infer(buf, m.max_batch)
-    iters = max(1, frames // m.max_batch)
+        bufs.append(buf)
+    iters = max(1, frames // (m.max_batch * workers))
+
+    def run(buf: Any) -> None:
+        for _ in range(iters):
+            m.backend.infer(buf, m.max_batch)
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in bufs]
     t0 = time.perf_counter()
-    for _ in range(iters):
-        m.backend.infer(buf, m.max_batch)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     dt = time.perf_counter() - t0
     m.close()
-    return {
-        "frames": iters * m.max_batch,
-        "seconds": dt,
-        "fps": iters * m.max_batch / dt,
-        "batch": m.max_batch,
-    }
+    n = iters * m.max_batch * workers
+    return {"frames": n, "seconds": dt, "fps": n / dt, "batch": m.max_batch, "infer_workers": workers}
 
 
 def _mode_naive(model: Path, source: Path, frames: int, batch: int, device: str) -> dict[str, Any]:

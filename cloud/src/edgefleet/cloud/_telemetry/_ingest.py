@@ -58,10 +58,36 @@ class IngestStats:
     queue_depth: int = 0
     queue_full_waits: int = 0
     batches: int = 0
+    rate_limited: dict[str, int] = field(default_factory=dict)  # "<fleet>/<device>" -> messages dropped
 
     @property
     def rejected_total(self) -> int:
         return sum(self.rejected.values())
+
+
+class _DeviceLimiter:
+    """A token bucket per ``<fleet>/<device>`` (status apart, so a flood of telemetry cannot hide a
+    device's online/offline changes). Bounded: past ``max_devices`` buckets, full ones are forgotten."""
+
+    def __init__(self, rate_per_s: float, burst: int, max_devices: int = 100_000) -> None:
+        self.rate, self.burst, self.max_devices = rate_per_s, float(burst), max_devices
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+
+    def allow(self, key: str, now: float) -> bool:
+        tokens, at = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate)
+        ok = tokens >= 1.0
+        self._buckets[key] = (tokens - 1.0 if ok else tokens, now)
+        if len(self._buckets) > self.max_devices:
+            self._buckets = {k: (t, a) for k, (t, a) in self._buckets.items() if t + (now - a) * self.rate < self.burst}
+        return ok
+
+
+def _device_key(topic: str) -> str | None:
+    parts = topic.split("/")
+    if len(parts) != 5 or parts[0] != "edgefleet":
+        return None  # rejected later as a wrong topic
+    return f"{parts[2]}/{parts[3]}" + ("/status" if parts[4] == "status" else "")
 
 
 @dataclass(frozen=True)
@@ -75,7 +101,8 @@ class _Item:
 
 
 class Ingester:
-    """Subscribes ``$share/edgefleet-ingest/edgefleet/v1/+/+/+`` and stores what it receives.
+    """Subscribes ``$share/edgefleet-ingest/edgefleet/v1/+/+/+`` (``<fleet>`` for the 3rd level when given)
+    and stores what it receives.
 
     Example::
 
@@ -92,6 +119,7 @@ class Ingester:
         *,
         client_id: str | None = None,
         shared: bool = True,
+        fleet: str | None = None,
         max_payload_bytes: int = 256 * 1024,
         queue_size: int = 10_000,
         batch_max: int = 500,
@@ -99,11 +127,20 @@ class Ingester:
         compact_every_s: float | None = 600.0,
         retention: dict[str, Any] | None = None,
         on_stored: Callable[[list[Parsed]], None] | None = None,  # called with each batch newly stored
+        device_rate_per_s: float | None = 200.0,
+        device_burst: int = 5000,
     ) -> None:
+        """``device_rate_per_s`` / ``device_burst``: what one device may send (a token bucket per device);
+        beyond it messages are acknowledged, dropped and counted (``stats().rate_limited``), and other
+        devices are unaffected. The burst lets an agent replay its spool after an outage; None: no limit.
+        """
         self.broker = broker
         self.store = store
         self.client_id = client_id or f"edgefleet-ingest-{socket.gethostname()}"
-        self.topic = f"$share/{SHARE_GROUP}/{INGEST_TOPIC}" if shared else INGEST_TOPIC
+        topic = INGEST_TOPIC if fleet is None else f"edgefleet/v1/{fleet}/+/+"
+        if fleet is not None and (not fleet or any(c in fleet for c in "/+#") or fleet.startswith("$")):
+            raise TelemetryIngestError(f"fleet {fleet!r} is not a single MQTT topic level")
+        self.topic = f"$share/{SHARE_GROUP}/{topic}" if shared else topic
         self._max_payload = max_payload_bytes
         self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
         self._batch_max = batch_max
@@ -116,6 +153,8 @@ class Ingester:
         self._generation = 0
         self._counts: Counter[str] = Counter()
         self._rejected: Counter[str] = Counter()
+        self._limited: Counter[str] = Counter()
+        self._limiter = _DeviceLimiter(device_rate_per_s, device_burst) if device_rate_per_s else None
         self._stop = threading.Event()
         self._subscribed = threading.Event()
         self._client: mqtt.Client | None = None
@@ -143,14 +182,10 @@ class Ingester:
         props.SessionExpiryInterval = self._session_expiry
         props.ReceiveMaximum = min(65535, max(10, self._batch_max * 2))
         self._set_state(IngesterState.CONNECTING)
-        client.connect_async(
-            self.broker.host, self.broker.port, keepalive=30, clean_start=False, properties=props
-        )
+        client.connect_async(self.broker.host, self.broker.port, keepalive=30, clean_start=False, properties=props)
         client.loop_start()
         self._client = client
-        self._writer = threading.Thread(
-            target=self._write_loop, name="edgefleet-telemetry-ingest", daemon=True
-        )
+        self._writer = threading.Thread(target=self._write_loop, name="edgefleet-telemetry-ingest", daemon=True)
         self._writer.start()
 
     def wait_subscribed(self, timeout_s: float) -> bool:
@@ -198,6 +233,7 @@ class Ingester:
                 queue_depth=self._queue.qsize(),
                 queue_full_waits=self._counts["queue_full_waits"],
                 batches=self._counts["batches"],
+                rate_limited=dict(self._limited),
             )
 
     # --- paho callbacks (network thread) -----------------------------------------------------------
@@ -234,9 +270,21 @@ class Ingester:
     def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         props = getattr(msg, "properties", None)
         content_type = getattr(props, "ContentType", None) if props is not None else None
+        key = _device_key(msg.topic) if self._limiter is not None else None
         with self._lock:
             self._counts["received"] += 1
             generation = self._generation
+            limited = key is not None and self._limiter is not None and not self._limiter.allow(key, time.monotonic())
+            if limited:
+                self._rejected["rate_limited"] += 1
+                first = self._limited[key] == 0 or self._limited[key] % 1000 == 0  # type: ignore[index]
+                self._limited[key] += 1  # type: ignore[index]
+        if limited:  # acknowledged, or the broker's in-flight window would stall every device
+            if first:
+                _log.warning("telemetry from %s over its rate limit; dropping (counted)", key)
+            if msg.qos > 0 and self._client is not None:
+                self._client.ack(msg.mid, msg.qos)
+            return
         item = _Item(msg.topic, bytes(msg.payload), content_type, msg.mid, msg.qos, generation)
         while not self._stop.is_set():
             try:

@@ -99,12 +99,16 @@ def print_live(
 def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) -> None:
     from rich.console import Console
     from rich.table import Table
-    from sqlalchemy import create_engine
     from sqlalchemy.exc import SQLAlchemyError
 
+    from .._db import create_engine  # the controller's drivers: postgresql:// means psycopg 3
+    from .._errors import DatabaseError
     from ._store import TelemetryStore
 
-    engine = create_engine(db)
+    try:
+        engine = create_engine(db)
+    except DatabaseError as exc:
+        raise TelemetryIngestError(str(exc)) from None
     try:
         store = TelemetryStore(engine, create=False)
         health = store.health(device, window)

@@ -10,11 +10,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from edgefleet.proto.v1 import telemetry_pb2 as pb
 from sqlalchemy import Engine, and_, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
+
+from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 from ._errors import TelemetryIngestError
 from ._schema import create_tables, devices, messages, rollups

@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from google.protobuf import json_format  # type: ignore[import-untyped]
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 __all__ = ["Parsed", "Rejected", "parse_message", "parse_topic"]
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ._broker import BrokerAddress, parse_broker_url
 
-__all__ = ["EventsConfig", "TelemetryConfig"]
+__all__ = ["EventsConfig", "TelemetryConfig", "agent_section"]
 
 
 class EventsConfig(BaseModel):
@@ -60,3 +60,24 @@ class TelemetryConfig(BaseModel):
             username=self.username,
             password=self.password.get_secret_value() if self.password else None,
         )
+
+
+def agent_section(raw: dict[str, Any], *, device_id: Any, state_dir: Path, base: Path) -> dict[str, Any]:
+    """Fill an agent.yaml ``telemetry:`` mapping before validation.
+
+    ``device_id`` defaults to the agent's, ``fleet`` to ``default``, ``spool_path`` to
+    ``<state_dir>/telemetry-spool.db``; relative file paths are relative to the config file (``base``);
+    ``prometheus_port: 0`` means off in an agent config (an operator scrapes a known port).
+    """
+    out = dict(raw)
+    out.setdefault("device_id", device_id)
+    out.setdefault("fleet", "default")
+    for key in ("spool_path", "ca_file", "cert_file", "key_file"):
+        value = out.get(key)
+        if isinstance(value, str) and not Path(value).is_absolute():
+            out[key] = str(base / value)
+    if out.get("spool_path") is None:
+        out["spool_path"] = str(state_dir / "telemetry-spool.db")
+    if out.get("prometheus_port") == 0:
+        out["prometheus_port"] = None
+    return out

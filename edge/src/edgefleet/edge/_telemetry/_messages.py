@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from google.protobuf import json_format  # type: ignore[import-untyped]
-from google.protobuf.message import Message  # type: ignore[import-untyped]
 
 __all__ = [
     "SCHEMA",

@@ -7,10 +7,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from edgefleet.proto.v1 import telemetry_pb2 as pb
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
+
+from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 __all__ = ["MetricsServer", "TelemetryCollector"]
 

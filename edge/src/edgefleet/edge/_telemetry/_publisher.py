@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from edgefleet.proto.v1 import telemetry_pb2 as pb
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
+
+from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 from ._broker import BrokerAddress
 from ._messages import Encoding, Identity, ModelInUse, encode, stamp, topic

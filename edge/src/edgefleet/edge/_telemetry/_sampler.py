@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psutil  # type: ignore[import-untyped]
+
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 from ._tegrastats import TegraStats, parse_tegrastats

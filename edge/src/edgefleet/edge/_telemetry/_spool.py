@@ -34,6 +34,13 @@ _SCHEMA = (
 )
 
 
+_WAL_LIMIT = 256 * 1024
+
+
+def _disk_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+
+
 class Priority(enum.IntEnum):
     """Drop order when the spool is full: BULK first, then ROUTINE, CRITICAL last."""
 
@@ -86,6 +93,9 @@ class Spool:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # keep the write-ahead log small: on a nearly full disk it must not hold the free space
+            self._db.execute("PRAGMA wal_autocheckpoint=64")
+            self._db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
             for stmt in _SCHEMA:
                 self._db.execute(stmt)
             row = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM spool").fetchone()
@@ -125,20 +135,24 @@ class Spool:
             seq = self._take_seq(commit=False)
             payload = build(seq)
             size = len(payload)
+            row = (seq, int(priority), topic, payload, qos, int(retain), content_type, time.time())
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._make_room(size)
-                self._db.execute(
-                    "INSERT INTO spool (seq, priority, topic, payload, qos, retain, content_type, created)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, int(priority), topic, payload, qos, int(retain), content_type, time.time()),
-                )
-                self._db.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_seq', ?)", (self._next_seq,)
-                )
-                self._db.execute("COMMIT")
+                try:
+                    self._insert(row, size)
+                except sqlite3.OperationalError as exc:
+                    if not _disk_full(exc):
+                        raise
+                    self._rollback()
+                    # the log may hold the space: fold it into the database, truncate it, retry once
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._insert(row, size)
             except sqlite3.Error as exc:
                 self._rollback()
+                if _disk_full(exc):
+                    raise SpoolError(
+                        f"cannot write spool {self.path}: the disk is full; the {self._count} message(s) "
+                        "already spooled are kept, new ones are refused until space returns"
+                    ) from exc
                 raise SpoolError(f"cannot write spool {self.path}: {exc}") from exc
             self._count += 1
             self._bytes += size
@@ -148,14 +162,23 @@ class Spool:
             notify()
         return seq
 
+    def _insert(self, row: tuple[object, ...], size: int) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        self._make_room(size)
+        self._db.execute(
+            "INSERT INTO spool (seq, priority, topic, payload, qos, retain, content_type, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('next_seq', ?)", (self._next_seq,))
+        self._db.execute("COMMIT")
+
     def _take_seq(self, *, commit: bool = True) -> int:
         seq = self._next_seq
         self._next_seq += 1
         if commit:
             self._check_open()
-            self._db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_seq', ?)", (self._next_seq,)
-            )
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('next_seq', ?)", (self._next_seq,))
         return seq
 
     def _make_room(self, size: int) -> None:
@@ -185,9 +208,7 @@ class Spool:
                 (after_id, limit),
             ).fetchall()
         return [
-            SpoolEntry(
-                int(r[0]), int(r[1]), Priority(int(r[2])), r[3], bytes(r[4]), int(r[5]), bool(r[6]), r[7]
-            )
+            SpoolEntry(int(r[0]), int(r[1]), Priority(int(r[2])), r[3], bytes(r[4]), int(r[5]), bool(r[6]), r[7])
             for r in rows
         ]
 

@@ -83,7 +83,7 @@ class DesiredModel(_message.Message):
     def __init__(self, model_name: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event")
+    __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event", "telemetry")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,7 @@ class Device(_message.Message):
     DESIRED_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_FIELD_NUMBER: _ClassVar[int]
+    TELEMETRY_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     labels: _containers.ScalarMap[str, str]
     capabilities: _common_pb2.Capabilities
@@ -111,7 +112,26 @@ class Device(_message.Message):
     desired: _containers.RepeatedCompositeFieldContainer[DesiredModel]
     health: _common_pb2.Health
     last_event: str
-    def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ...) -> None: ...
+    telemetry: DeviceTelemetry
+    def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ..., telemetry: _Optional[_Union[DeviceTelemetry, _Mapping]] = ...) -> None: ...
+
+class DeviceTelemetry(_message.Message):
+    __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version")
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    FPS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P95_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    online: bool
+    fps: float
+    latency_p95_ms: float
+    last_seen: float
+    models: _containers.RepeatedScalarFieldContainer[str]
+    fleet: str
+    agent_version: str
+    def __init__(self, online: _Optional[bool] = ..., fps: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., last_seen: _Optional[float] = ..., models: _Optional[_Iterable[str]] = ..., fleet: _Optional[str] = ..., agent_version: _Optional[str] = ...) -> None: ...
 
 class ListDevicesRequest(_message.Message):
     __slots__ = ("selector",)

@@ -1,0 +1,159 @@
+"""MQTT over TLS with per-device identities: a real Mosquitto started with the configuration that
+`edgefleet controller mosquitto-config` renders, certificates from `edgefleet certs`."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from tests.integration.test_control_plane import EDGEFLEET, free_port, wait_for
+
+pytestmark = [pytest.mark.integration]
+
+FLEET = "plant"
+
+
+def run(*args: str) -> None:
+    res = subprocess.run([EDGEFLEET, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    if shutil.which("mosquitto") is None:
+        pytest.skip("mosquitto is not installed")
+    d = tmp_path_factory.mktemp("mqtt-pki")
+    ca, out = d / "ca", d / "certs"
+    run("certs", "init-ca", "--ca-dir", str(ca))
+    run(
+        "certs",
+        "issue",
+        "--controller",
+        "localhost",
+        "--san",
+        "127.0.0.1",
+        "--ca-dir",
+        str(ca),
+        "--out-dir",
+        str(out),
+    )
+    for dev in ("cam-01", "cam-02"):
+        run("certs", "issue", "--device", dev, "--ca-dir", str(ca), "--out-dir", str(out))
+    run("certs", "init-ca", "--ca-dir", str(d / "rogue"))
+    run(
+        "certs",
+        "issue",
+        "--device",
+        "cam-01",
+        "--ca-dir",
+        str(d / "rogue"),
+        "--out-dir",
+        str(d / "rogue-certs"),
+    )
+    port = free_port()
+    run(
+        "controller", "mosquitto-config", "--ca", str(ca / "ca.pem"),
+        "--cert", str(out / "localhost.pem"), "--key", str(out / "localhost.key"),
+        "--out", str(d / "broker"), "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1",
+        "--crl", str(ca / "crl.pem"), "--controller-name", "localhost", "--user", "root",
+    )  # fmt: skip
+    log = (d / "mosquitto.log").open("wb")
+    proc = subprocess.Popen(["mosquitto", "-c", str(d / "broker" / "mosquitto.conf")], stdout=log, stderr=log)
+    try:
+        info = {"port": port, "ca": ca / "ca.pem", "out": out, "rogue": d / "rogue-certs", "proc": proc}
+        wait_for("mosquitto", lambda: _connect(info, "cam-01") is not None, 15)
+        yield info
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+class Client:
+    def __init__(self, info: dict[str, Any], name: str, folder: str = "out") -> None:
+        self.messages: list[tuple[str, bytes]] = []
+        self.connected = threading.Event()
+        self.rc: Any = None
+        self.c = mqtt.Client(
+            CallbackAPIVersion.VERSION2, client_id=f"{name}-{uuid.uuid4().hex[:6]}", protocol=mqtt.MQTTv5
+        )
+        d = info[folder]
+        self.c.tls_set(
+            ca_certs=str(info["ca"]), certfile=str(d / f"{name}.pem"), keyfile=str(d / f"{name}.key"),
+            tls_version=ssl.PROTOCOL_TLS_CLIENT,
+        )  # fmt: skip
+        self.c.on_connect = self._on_connect
+        self.c.on_message = lambda _c, _u, m: self.messages.append((m.topic, m.payload))
+
+    def _on_connect(self, _c: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
+        self.rc = rc
+        self.connected.set()
+
+    def start(self, port: int) -> Client:
+        self.c.connect("localhost", port)
+        self.c.loop_start()
+        return self
+
+    def stop(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def _connect(info: dict[str, Any], name: str, folder: str = "out") -> Client | None:
+    cl = Client(info, name, folder)
+    try:
+        cl.start(info["port"])
+    except (OSError, ssl.SSLError):
+        cl.c.loop_stop()
+        return None
+    if not cl.connected.wait(5) or cl.rc.is_failure:
+        cl.stop()
+        return None
+    return cl
+
+
+def _settle(clients: list[Client], timeout: float = 1.5) -> None:
+    time.sleep(timeout)
+
+
+def test_devices_are_confined_to_their_own_topics(broker: dict[str, Any]) -> None:
+    ctl, a, b = (_connect(broker, n) for n in ("localhost", "cam-01", "cam-02"))
+    assert ctl and a and b
+    try:
+        ctl.c.subscribe(f"$share/ingest/edgefleet/v1/{FLEET}/#", qos=1)
+        b.c.subscribe(f"edgefleet/v1/{FLEET}/#", qos=1)  # cam-02 tries to read everybody
+        b.c.subscribe(f"edgefleet/v1/{FLEET}/cam-01/#", qos=1)
+        time.sleep(0.5)
+        a.c.publish(f"edgefleet/v1/{FLEET}/cam-01/telemetry", b"own", qos=1).wait_for_publish(5)
+        a.c.publish(f"edgefleet/v1/{FLEET}/cam-02/telemetry", b"forged", qos=1).wait_for_publish(5)
+        a.c.publish("edgefleet/v1/other/cam-01/telemetry", b"other-fleet", qos=1).wait_for_publish(5)
+        b.c.publish(f"edgefleet/v1/{FLEET}/cam-02/status", b"b-own", qos=1).wait_for_publish(5)
+        wait_for("the controller's copy", lambda: len(ctl.messages) >= 2, 5)
+        time.sleep(0.5)
+        got = sorted(p for _t, p in ctl.messages)
+        assert got == [b"b-own", b"own"]  # no forged, no other-fleet message reached anyone
+        assert all(p == b"b-own" for _t, p in b.messages)  # cam-02 never sees cam-01's messages
+        # a device cannot publish as the controller either: nothing outside its subtree is delivered
+        b.c.publish(f"edgefleet/v1/{FLEET}/cam-01/events", b"as-cam-01", qos=1).wait_for_publish(5)
+        time.sleep(0.5)
+        assert b"as-cam-01" not in [p for _t, p in ctl.messages]
+    finally:
+        for c in (ctl, a, b):
+            c.stop()
+
+
+def test_unknown_certificate_cannot_connect(broker: dict[str, Any]) -> None:
+    assert _connect(broker, "cam-01", folder="rogue") is None
+    good = _connect(broker, "cam-01")
+    assert good is not None
+    good.stop()

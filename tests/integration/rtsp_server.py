@@ -56,8 +56,7 @@ def rtsp_available() -> bool:
     if not (os.path.exists(SYSTEM_PYTHON) and SERVE_SCRIPT.exists()):
         return False
     try:
-        r = subprocess.run([SYSTEM_PYTHON, "-c", _PROBE], capture_output=True,
-                           timeout=30, env=_server_env())
+        r = subprocess.run([SYSTEM_PYTHON, "-c", _PROBE], capture_output=True, timeout=30, env=_server_env())
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0
@@ -151,15 +150,22 @@ class RtspServer:
 
     # -------------------------------------------------------------- control
     def _command(self) -> list[str]:
-        cmd = [SYSTEM_PYTHON, str(SERVE_SCRIPT), "--port", str(self.port),
-               "--path", self.path]
+        cmd = [SYSTEM_PYTHON, str(SERVE_SCRIPT), "--port", str(self.port), "--path", self.path]
         if self.file is not None:
             cmd += ["--file", str(self.file)]
             if self.fps is not None:
                 cmd += ["--fps", str(self.fps)]
         else:
-            cmd += ["--pattern", self.pattern, "--width", str(self.width),
-                    "--height", str(self.height), "--fps", str(self.fps or 15)]
+            cmd += [
+                "--pattern",
+                self.pattern,
+                "--width",
+                str(self.width),
+                "--height",
+                str(self.height),
+                "--fps",
+                str(self.fps or 15),
+            ]
         if self.user is not None:
             cmd += ["--user", self.user, "--password", self.password or ""]
         if self.shared:
@@ -174,7 +180,7 @@ class RtspServer:
         except OSError:
             return ""
 
-    def start(self) -> "RtspServer":
+    def start(self) -> RtspServer:
         if self.running:
             return self
         if not os.path.exists(SYSTEM_PYTHON):
@@ -193,9 +199,14 @@ class RtspServer:
         self._stderr_path = Path(name)
         self._stderr_file = open(self._stderr_path, "w")
         self._proc = subprocess.Popen(
-            self._command(), cwd=REPO_ROOT, env=_server_env(),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=self._stderr_file, text=True, bufsize=1,
+            self._command(),
+            cwd=REPO_ROOT,
+            env=_server_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            text=True,
+            bufsize=1,
         )
         try:
             self._wait_ready()
@@ -216,7 +227,8 @@ class RtspServer:
                 if left <= 0:
                     raise RtspServerError(
                         f"RTSP server gave no READY within {self.ready_timeout:.0f}s "
-                        f"(cmd: {' '.join(self._command())})\nstderr:\n{self._stderr_text()}")
+                        f"(cmd: {' '.join(self._command())})\nstderr:\n{self._stderr_text()}"
+                    )
                 if not sel.select(timeout=min(left, 0.2)):
                     if self._proc.poll() is not None:
                         break
@@ -231,7 +243,8 @@ class RtspServer:
             sel.close()
         raise RtspServerError(
             f"RTSP server exited with status {self._proc.returncode} before READY "
-            f"(cmd: {' '.join(self._command())})\nstderr:\n{self._stderr_text()}")
+            f"(cmd: {' '.join(self._command())})\nstderr:\n{self._stderr_text()}"
+        )
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, wait up to `timeout`, then SIGKILL. Safe to call twice."""
@@ -268,7 +281,7 @@ class RtspServer:
             self._stderr_path.unlink(missing_ok=True)
             self._stderr_path = None
 
-    def restart(self, down_for: float = 0.0) -> "RtspServer":
+    def restart(self, down_for: float = 0.0) -> RtspServer:
         """Stop, optionally stay down for `down_for` seconds, start on the same port."""
         self.stop()
         if down_for > 0:
@@ -291,7 +304,7 @@ class RtspServer:
         return self._stderr_text()
 
     # ------------------------------------------------------ context manager
-    def __enter__(self) -> "RtspServer":
+    def __enter__(self) -> RtspServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

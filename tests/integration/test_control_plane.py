@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+
 from edgefleet.cloud import FleetClient
 from edgefleet.sdk import generate_signing_key
-
 from tests.support.onnx_models import yolo_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -196,9 +196,7 @@ class Fleet:
             wait_for(f"{i} online", lambda i=i: self.device(i).online and self.device(i).pipelines, timeout)
 
     def wait_rollout(self, rid: str, states: tuple[str, ...], timeout: float = 40) -> Any:
-        return wait_for(
-            f"rollout in {states}", lambda: (r := self.client.rollout(rid)).state in states and r, timeout
-        )
+        return wait_for(f"rollout in {states}", lambda: (r := self.client.rollout(rid)).state in states and r, timeout)
 
     def close(self) -> None:
         for a in self.agents.values():
@@ -223,9 +221,7 @@ def fleet_factory(tmp_path: Path, keys: dict[str, Path]) -> Iterator[Callable[[s
 
 
 def _agent_swaps(fleet: Fleet, device_id: str, ref: str) -> int:
-    return sum(
-        1 for line in fleet.agents[device_id].text().splitlines() if "STEP_CUTOVER" in line and ref in line
-    )
+    return sum(1 for line in fleet.agents[device_id].text().splitlines() if "STEP_CUTOVER" in line and ref in line)
 
 
 def test_wave_rollout_survives_offline_agent_and_controller_kill(
@@ -269,9 +265,7 @@ def test_wave_rollout_survives_offline_agent_and_controller_kill(
     wait_for("a3 on v2", lambda: fleet.serving("a3") == {"toy-yolo:2.0.0"}, 40)
     wait_for(
         "a3 succeeded",
-        lambda: (
-            {m.device_id: m.state for m in fleet.client.rollout(ro.rollout_id).devices}["a3"] == "succeeded"
-        ),
+        lambda: {m.device_id: m.state for m in fleet.client.rollout(ro.rollout_id).devices}["a3"] == "succeeded",
         30,
     )
 
@@ -285,9 +279,7 @@ def test_wave_rollout_survives_offline_agent_and_controller_kill(
     # the agent restarts on its last-good version
     fleet.agents["a1"].kill(signal.SIGKILL)
     fleet.start_agent("a1", site, v1)
-    wait_for(
-        "a1 back on v2", lambda: fleet.device("a1").online and fleet.serving("a1") == {"toy-yolo:2.0.0"}, 40
-    )
+    wait_for("a1 back on v2", lambda: fleet.device("a1").online and fleet.serving("a1") == {"toy-yolo:2.0.0"}, 40)
 
 
 def _replay(db_url: str, command_id: str) -> None:
@@ -351,9 +343,7 @@ def test_bad_artifacts_are_refused_and_the_old_version_keeps_serving(
     assert fleet.wait_rollout(ro.rollout_id, ("completed",), 30).devices[0].state == "succeeded"
     assert fleet.serving("a1") == {"toy-yolo:3.0.0"}
     # only the packages that verified (and failed later, at the gate) reached the agent's model store
-    assert sorted(p.name for p in (tmp_path / "a1" / "models").iterdir()) == sorted(
-        [shas["7.0.0"], shas["3.0.0"]]
-    )
+    assert sorted(p.name for p in (tmp_path / "a1" / "models").iterdir()) == sorted([shas["7.0.0"], shas["3.0.0"]])
     assert list((tmp_path / "a1" / "downloads").iterdir()) == []
 
 
@@ -387,10 +377,7 @@ def test_agent_killed_mid_download_restarts_on_last_good_and_resumes(
     state = json.loads((tmp_path / "a1" / "state.json").read_text())
     wait_for(
         "v6 last-good",
-        lambda: (
-            json.loads((tmp_path / "a1" / "state.json").read_text())["serving"]["cam"]["ref"]
-            == "toy-yolo:6.0.0"
-        ),
+        lambda: json.loads((tmp_path / "a1" / "state.json").read_text())["serving"]["cam"]["ref"] == "toy-yolo:6.0.0",
         10,
     )
     assert state["commands"][f"{ro.rollout_id}.a1.apply"]["ok"] is True

@@ -32,9 +32,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("pki")
     ca, out = d / "ca", d / "certs"
     certs("init-ca", "--ca-dir", str(ca))
-    certs(
-        "issue", "--controller", "localhost", "--san", "127.0.0.1", "--ca-dir", str(ca), "--out-dir", str(out)
-    )
+    certs("issue", "--controller", "localhost", "--san", "127.0.0.1", "--ca-dir", str(ca), "--out-dir", str(out))
     for dev in ("cam-01", "cam-02", "cam-03"):
         certs("issue", "--device", dev, "--ca-dir", str(ca), "--out-dir", str(out))
     certs("issue", "--admin", "alice", "--ca-dir", str(ca), "--out-dir", str(out))
@@ -171,9 +169,7 @@ def test_unknown_ca_plaintext_and_revoked_are_refused(secured: Secured, pki: dic
         c.list_devices()
     # revoke cam-02: refused from then on, without restarting the controller
     assert s.connect("cam-02", "cam-02") == (None, "welcome")
-    serial = format(
-        x509.load_pem_x509_certificate((pki["out"] / "cam-02.pem").read_bytes()).serial_number, "x"
-    )
+    serial = format(x509.load_pem_x509_certificate((pki["out"] / "cam-02.pem").read_bytes()).serial_number, "x")
     certs("revoke", serial, "--ca-dir", str(pki["ca"]))
     code, details = s.connect("cam-02", "cam-02")
     assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details

@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from google.protobuf import json_format
+from sqlalchemy import create_engine
+
 from edgefleet.cloud._telemetry import Ingester, Parsed, TelemetryStore
 from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
 from edgefleet.edge._telemetry import (
@@ -27,8 +30,6 @@ from edgefleet.edge._telemetry import (
 )
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 from edgefleet.sdk import PipelineStats, StreamStats
-from google.protobuf import json_format
-from sqlalchemy import create_engine
 
 from .telemetry_broker import Mosquitto, free_port, wait_for
 
@@ -206,9 +207,7 @@ def _mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
     )
 
 
-def test_bad_payloads_rejected_and_counted_ingestion_continues(
-    broker: Mosquitto, store: TelemetryStore
-) -> None:
+def test_bad_payloads_rejected_and_counted_ingestion_continues(broker: Mosquitto, store: TelemetryStore) -> None:
     arrivals = Arrivals()
     ing = ingester(broker.url, store, arrivals, client_id="itest-bad", max_payload_bytes=4096)
     pub = publisher(broker.url, "cam-good")
@@ -229,9 +228,7 @@ def test_bad_payloads_rejected_and_counted_ingestion_continues(
         _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # unknown topic kind
         last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
-        assert wait_for(
-            lambda: ing.stats().rejected_total >= 7 and len(arrivals.get("cam-good", "telemetry")) >= 2, 10
-        )
+        assert wait_for(lambda: ing.stats().rejected_total >= 7 and len(arrivals.get("cam-good", "telemetry")) >= 2, 10)
     finally:
         pub.stop(2)
         ing.stop()
@@ -319,11 +316,7 @@ def test_mosquitto_sub_reads_json_telemetry_valid_against_schema(
     try:
         out, _ = sub.communicate(timeout=25)
         assert agent.metrics is not None
-        body = (
-            urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics.port}/metrics", timeout=5)
-            .read()
-            .decode()
-        )
+        body = urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics.port}/metrics", timeout=5).read().decode()
         assert wait_for(lambda: store.health("cam-json", 60).samples >= 2, 10)
     finally:
         agent.stop()
@@ -374,7 +367,5 @@ def test_last_will_marks_a_killed_agent_offline(broker: Mosquitto, store: Teleme
         if proc.stdout is not None:
             proc.stdout.close()
         ing.stop()
-    wills = [
-        m["message"] for m in store.recent("cam-will", 60, kind="status") if m["message"].get("lastWill")
-    ]
+    wills = [m["message"] for m in store.recent("cam-will", 60, kind="status") if m["message"].get("lastWill")]
     assert len(wills) == 1 and wills[0]["state"] == "STATE_OFFLINE"

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
 from edgefleet.cloud._telemetry import TelemetryStore, parse_message
 from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from sqlalchemy import create_engine, text
-from sqlalchemy.exc import OperationalError
 
 pytestmark = pytest.mark.integration
 
@@ -53,9 +54,7 @@ def test_postgres_store_dedup_health_retention_and_cli(pg_url: str) -> None:
         store = TelemetryStore(engine)
         now = time.time()
         big = 2**40 + 5  # sequence numbers are 64-bit (a fresh spool starts at the clock in microseconds)
-        r = store.write(
-            [telem(big, 20.0, now - 3 * 86400), telem(big + 1, 30.0, now), telem(big + 1, 30.0, now)]
-        )
+        r = store.write([telem(big, 20.0, now - 3 * 86400), telem(big + 1, 30.0, now), telem(big + 1, 30.0, now)])
         assert (r.stored, r.duplicates) == (2, 1)
         assert store.write([telem(big + 1, 30.0, now)]).duplicates == 1
         h = store.health("cam-pg", timedelta(hours=1))
@@ -66,8 +65,9 @@ def test_postgres_store_dedup_health_retention_and_cli(pg_url: str) -> None:
         assert week.samples == 2 and week.fps == pytest.approx(25.0)
         assert store.devices()[0].models == [{"pipeline": "default", "name": "det", "version": "1.2.0"}]
 
-        from edgefleet.sdk._cli._app import build
         from typer.testing import CliRunner
+
+        from edgefleet.sdk._cli._app import build
 
         result = CliRunner().invoke(
             build().app, ["telemetry", "show", "cam-pg", "--since", "7d", "--db", pg_url, "--json"]

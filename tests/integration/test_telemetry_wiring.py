@@ -67,9 +67,7 @@ def _insecure_flag() -> tuple[str, ...]:
 
 
 def cli_json(*args: str) -> Any:
-    out = subprocess.run(
-        [EDGEFLEET, *args, "--json"], capture_output=True, text=True, timeout=30, check=False
-    )
+    out = subprocess.run([EDGEFLEET, *args, "--json"], capture_output=True, text=True, timeout=30, check=False)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -153,9 +151,7 @@ def test_telemetry_reaches_the_controller_and_gates_rollouts(
         assert done.state == "completed" and done.devices[0].state == "succeeded", done
         wait_for(
             "3.0.0 in devices ls",
-            lambda: (
-                "toy-yolo:3.0.0" in device_json(fleet.address, "a1").get("telemetry", {}).get("models", [])
-            ),
+            lambda: "toy-yolo:3.0.0" in device_json(fleet.address, "a1").get("telemetry", {}).get("models", []),
             15,
             0.5,
         )

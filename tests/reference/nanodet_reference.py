@@ -46,6 +46,7 @@ Command line (run from the repository root):
     python tests/reference/nanodet_reference.py --write-golden  # rewrite the golden JSON
     python tests/reference/nanodet_reference.py --compare       # letterbox vs stretch, pad values
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,7 +89,7 @@ def preprocess(frame_bgr: np.ndarray, resize: str = RESIZE, pad_value: float = P
         resized = cv2.resize(frame_bgr, (nw, nh), interpolation=cv2.INTER_LINEAR)
         canvas = np.full((INPUT_SIZE, INPUT_SIZE, 3), pad_value, np.float32)
         pad_x, pad_y = (INPUT_SIZE - nw) // 2, (INPUT_SIZE - nh) // 2
-        canvas[pad_y:pad_y + nh, pad_x:pad_x + nw] = resized
+        canvas[pad_y : pad_y + nh, pad_x : pad_x + nw] = resized
         transform = (nw / w, nh / h, float(pad_x), float(pad_y))
     elif resize == "stretch":
         canvas = cv2.resize(frame_bgr, (INPUT_SIZE, INPUT_SIZE), interpolation=cv2.INTER_LINEAR)
@@ -96,8 +97,8 @@ def preprocess(frame_bgr: np.ndarray, resize: str = RESIZE, pad_value: float = P
         transform = (INPUT_SIZE / w, INPUT_SIZE / h, 0.0, 0.0)
     else:
         raise ValueError(resize)
-    x = (canvas.astype(np.float32) - MEAN_BGR) / STD_BGR      # per BGR channel
-    x = np.ascontiguousarray(x.transpose(2, 0, 1)[None])      # HWC -> NCHW
+    x = (canvas.astype(np.float32) - MEAN_BGR) / STD_BGR  # per BGR channel
+    x = np.ascontiguousarray(x.transpose(2, 0, 1)[None])  # HWC -> NCHW
     return x.astype(np.float32), transform
 
 
@@ -112,7 +113,7 @@ def decode_level(cls: np.ndarray, reg: np.ndarray, stride: int):
     """cls [N,80], reg [N,44] -> boxes [N,4] in input pixels, scores [N,80]."""
     side = INPUT_SIZE // stride
     assert cls.shape == (side * side, NUM_CLASSES) and reg.shape == (side * side, 4 * (REG_MAX + 1))
-    rows, cols = np.divmod(np.arange(side * side), side)       # row-major cells
+    rows, cols = np.divmod(np.arange(side * side), side)  # row-major cells
     cx = (cols + 0.5) * stride
     cy = (rows + 0.5) * stride
     prob = softmax(reg.reshape(-1, 4, REG_MAX + 1), axis=2)
@@ -149,8 +150,14 @@ def nms_per_class(boxes, scores, class_ids, iou_threshold):
     return keep[np.argsort(-scores[keep], kind="stable")]
 
 
-def postprocess(outputs: dict, transform, frame_shape, score_threshold=SCORE_THRESHOLD,
-                iou_threshold=IOU_THRESHOLD, max_detections=MAX_DETECTIONS):
+def postprocess(
+    outputs: dict,
+    transform,
+    frame_shape,
+    score_threshold=SCORE_THRESHOLD,
+    iou_threshold=IOU_THRESHOLD,
+    max_detections=MAX_DETECTIONS,
+):
     all_boxes, all_scores, all_classes = [], [], []
     for s in STRIDES:
         boxes, cls = decode_level(outputs[f"cls_{s}"][0], outputs[f"reg_{s}"][0], s)
@@ -184,8 +191,9 @@ def session(model_dir: Path = MODEL_DIR) -> ort.InferenceSession:
     if key not in _SESSIONS:
         so = ort.SessionOptions()
         so.intra_op_num_threads = 2
-        _SESSIONS[key] = ort.InferenceSession(str(Path(model_dir) / "model.onnx"), so,
-                                              providers=["CPUExecutionProvider"])
+        _SESSIONS[key] = ort.InferenceSession(
+            str(Path(model_dir) / "model.onnx"), so, providers=["CPUExecutionProvider"]
+        )
     return _SESSIONS[key]
 
 
@@ -193,8 +201,9 @@ def labels(model_dir: Path = MODEL_DIR) -> list[str]:
     return (Path(model_dir) / "labels.txt").read_text().splitlines()
 
 
-def detect(frame_bgr: np.ndarray, model_dir: Path = MODEL_DIR, resize: str = RESIZE,
-           pad_value: float = PAD_VALUE, **thresholds):
+def detect(
+    frame_bgr: np.ndarray, model_dir: Path = MODEL_DIR, resize: str = RESIZE, pad_value: float = PAD_VALUE, **thresholds
+):
     """The reference: one BGR frame -> [(x1, y1, x2, y2, score, class_id), ...]."""
     x, transform = preprocess(frame_bgr, resize, pad_value)
     sess = session(model_dir)
@@ -233,7 +242,7 @@ def summary(dets, names):
 def golden_dict(frame, dets, names, index):
     return {
         "description": "NanoDet-m reference detections (tests/reference/nanodet_reference.py) "
-                       "on one frame of the committed clip",
+        "on one frame of the committed clip",
         "model": "models/nanodet-m/model.onnx",
         "model_sha256": sha256(MODEL_DIR / "model.onnx"),
         "clip": "models/media/vtest-300.mp4",
@@ -243,20 +252,27 @@ def golden_dict(frame, dets, names, index):
         "frame_shape": list(frame.shape),
         "frame_mean_bgr": [round(float(v), 3) for v in frame.reshape(-1, 3).mean(axis=0)],
         "preprocessing": {
-            "resize": RESIZE, "pad_value": PAD_VALUE, "input_size": [INPUT_SIZE, INPUT_SIZE],
-            "interpolation": "cv2.INTER_LINEAR", "color": "BGR",
-            "mean": [103.53, 116.28, 123.675], "std": [57.375, 57.12, 58.395], "layout": "NCHW",
+            "resize": RESIZE,
+            "pad_value": PAD_VALUE,
+            "input_size": [INPUT_SIZE, INPUT_SIZE],
+            "interpolation": "cv2.INTER_LINEAR",
+            "color": "BGR",
+            "mean": [103.53, 116.28, 123.675],
+            "std": [57.375, 57.12, 58.395],
+            "layout": "NCHW",
         },
         "decoder": {
-            "strides": list(STRIDES), "reg_max": REG_MAX, "score_threshold": SCORE_THRESHOLD,
-            "iou_threshold": IOU_THRESHOLD, "max_detections": MAX_DETECTIONS,
+            "strides": list(STRIDES),
+            "reg_max": REG_MAX,
+            "score_threshold": SCORE_THRESHOLD,
+            "iou_threshold": IOU_THRESHOLD,
+            "max_detections": MAX_DETECTIONS,
             "nms": "class-aware greedy, every (cell, class) with score > threshold is a candidate",
         },
         "suggested_tolerance": {"box_px": 2.0, "score": 0.01},
         "summary": summary(dets, names),
         "detections": [
-            {"box": [round(v, 2) for v in d[:4]], "score": round(d[4], 5), "class_id": d[5],
-             "label": names[d[5]]}
+            {"box": [round(v, 2) for v in d[:4]], "score": round(d[4], 5), "class_id": d[5], "label": names[d[5]]}
             for d in dets
         ],
     }
@@ -299,10 +315,12 @@ def main(argv=None) -> int:
                 # the scene holds people, a van and a parked car: any other class is wrong
                 implausible += sum(1 for x in d if names[x[5]] not in ("person", "car", "truck"))
             d200 = detect(frame, resize=resize, pad_value=pad)
-            print(f"{resize:9s} pad {pad:3d}: frame {args.frame}: {summary(d200, names)}; "
-                  f"persons per frame {frames}: {per} (total {tot_person}, "
-                  f"mean person score {tot_score / max(tot_person, 1):.3f}); "
-                  f"implausible-class detections {implausible}")
+            print(
+                f"{resize:9s} pad {pad:3d}: frame {args.frame}: {summary(d200, names)}; "
+                f"persons per frame {frames}: {per} (total {tot_person}, "
+                f"mean person score {tot_score / max(tot_person, 1):.3f}); "
+                f"implausible-class detections {implausible}"
+            )
         return 0
     dets = detect(frame)
     print(f"frame {args.frame}: {len(dets)} detections: {summary(dets, names)}")
@@ -312,8 +330,15 @@ def main(argv=None) -> int:
         img = frame.copy()
         for x1, y1, x2, y2, s, c in dets:
             cv2.rectangle(img, (int(x1), int(y1)), (int(x2), int(y2)), (0, 255, 0), 2)
-            cv2.putText(img, f"{names[c]} {s:.2f}", (int(x1), max(int(y1) - 4, 10)),
-                        cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 255, 255), 1)
+            cv2.putText(
+                img,
+                f"{names[c]} {s:.2f}",
+                (int(x1), max(int(y1) - 4, 10)),
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.45,
+                (0, 255, 255),
+                1,
+            )
         cv2.imwrite(args.draw, img)
     if args.write_golden:
         if args.frame != 200:

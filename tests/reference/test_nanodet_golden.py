@@ -2,6 +2,7 @@
 
 Skipped where onnxruntime or OpenCV is not installed.  Needs no edgefleet import.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,8 +18,11 @@ REPO = HERE.parents[1]
 
 
 def test_packages_verify():
-    out = subprocess.run([sys.executable, str(REPO / "tools" / "models" / "_package.py"), "verify",
-                          str(REPO / "models" / "nanodet-m")], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "models" / "_package.py"), "verify", str(REPO / "models" / "nanodet-m")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -89,9 +89,7 @@ class YoloV8nShaped(nn.Module):
         self.box = nn.ModuleList(
             nn.Sequential(Conv(c, c2), Conv(c2, c2), nn.Conv2d(c2, 4 * self.reg, 1)) for c in chans
         )
-        self.cls = nn.ModuleList(
-            nn.Sequential(Conv(c, c3), Conv(c3, c3), nn.Conv2d(c3, nc, 1)) for c in chans
-        )
+        self.cls = nn.ModuleList(nn.Sequential(Conv(c, c3), Conv(c3, c3), nn.Conv2d(c3, nc, 1)) for c in chans)
         for seq in self.cls:  # near-silent class head: random weights must not flood NMS
             with torch.no_grad():
                 seq[-1].weight.mul_(0.01)

@@ -93,9 +93,7 @@ def bench_raw(rec: Recorder, models: dict[str, Path], batches: list[int], second
         pkg = load_package(path)
         top = max(batches)
         for graph in (False, True):
-            m = load_model(
-                pkg, OnnxRuntimeConfig(cuda_graph=graph), device="cuda:0", max_batch=top, warmup=False
-            )
+            m = load_model(pkg, OnnxRuntimeConfig(cuda_graph=graph), device="cuda:0", max_batch=top, warmup=False)
             buf = m.buffers.get_nowait()
             dev = as_device_array(buf.array)
             dev.copy_from_host(np.random.default_rng(0).random(dev.shape).astype(dev.dtype))
@@ -137,9 +135,7 @@ def bench_naive(rec: Recorder, models: dict[str, Path], clip: Path, batches: lis
     for name, path in models.items():
         pkg = load_package(path)
         spec = pkg.manifest.input
-        sess = ort.InferenceSession(
-            str(pkg.model_path), providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
-        )
+        sess = ort.InferenceSession(str(pkg.model_path), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
         pre = CpuPreprocessor(spec)
         for b in batches:
             cap = cv2.VideoCapture(str(clip))
@@ -321,11 +317,7 @@ def main(argv: list[str]) -> None:
                     96,
                 )
             elif suite == "pipeline":
-                cells = [
-                    (m, s, 8 if s == 1 else 32)
-                    for m in ("yolov8n-fp16", "yolov8n-fp32")
-                    for s in stream_counts
-                ]
+                cells = [(m, s, 8 if s == 1 else 32) for m in ("yolov8n-fp16", "yolov8n-fp32") for s in stream_counts]
                 cells += [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
                 bench_pipeline(
                     rec,

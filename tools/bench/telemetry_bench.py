@@ -35,7 +35,6 @@ from edgefleet.edge._telemetry import TelemetryAgent, TelemetryConfig  # noqa: E
 from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp, topic  # noqa: E402
 from edgefleet.proto.v1 import telemetry_pb2 as pb  # noqa: E402
 from edgefleet.sdk import Detection, PipelineStats, Result, StreamStats  # noqa: E402
-
 from tests.integration.telemetry_broker import Mosquitto  # noqa: E402
 
 
@@ -108,9 +107,7 @@ def bench_ingest(url: str, db: str, devices: int, messages: int, publishers: int
     ctx = multiprocessing.get_context("spawn")
     port = int(url.rsplit(":", 1)[1])
     t0 = time.perf_counter()
-    procs = [
-        ctx.Process(target=publish, args=(port, i, publishers, devices, per_pub)) for i in range(publishers)
-    ]
+    procs = [ctx.Process(target=publish, args=(port, i, publishers, devices, per_pub)) for i in range(publishers)]
     for pr in procs:
         pr.start()
     for pr in procs:

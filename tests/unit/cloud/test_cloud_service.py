@@ -14,6 +14,8 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from edgefleet.cloud import (
     ConflictError,
     Controller,
@@ -25,8 +27,6 @@ from edgefleet.cloud import (
 )
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 from edgefleet.sdk import generate_signing_key, load_public_key
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from tests.support.onnx_models import yolo_package
 
 EDGEFLEET = str(Path(sys.executable).with_name("edgefleet"))

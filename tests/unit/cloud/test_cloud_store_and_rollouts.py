@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+
 from edgefleet.cloud import ConflictError, DatabaseError, InvalidArgumentError, NotFoundError
 from edgefleet.cloud._db import MIGRATIONS, create_engine, migrate, schema_version
 from edgefleet.cloud._rollouts import RolloutEngine, plan_waves, validate_waves
@@ -65,9 +66,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 def pipes(ref: str, healthy: bool = True) -> list[dict[str, Any]]:
-    return [
-        {"name": "cam", "model_ref": ref, "state": "running", "health": {"fps": 10.0, "healthy": healthy}}
-    ]
+    return [{"name": "cam", "model_ref": ref, "state": "running", "health": {"fps": 10.0, "healthy": healthy}}]
 
 
 def add_devices(store: Store, n: int, labels: dict[str, str]) -> list[str]:

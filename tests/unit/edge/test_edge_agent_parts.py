@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from edgefleet.cloud import pack_package
 from edgefleet.edge import AgentConfigError, ArtifactError, load_agent_config
 from edgefleet.edge._agent import load_trusted_keys
@@ -19,7 +20,6 @@ from edgefleet.edge._caps import detect_capabilities
 from edgefleet.edge._modelstore import ModelStore
 from edgefleet.edge._state import AgentState
 from edgefleet.sdk import generate_signing_key
-
 from tests.support.onnx_models import yolo_package
 
 
@@ -90,9 +90,7 @@ def _tamper_manifest(src: Path, dst: Path) -> None:
 
 
 @pytest.mark.parametrize("case", ["corrupt", "truncated", "unsigned", "untrusted", "tampered"])
-def test_store_refuses_bad_artifacts_and_stays_unchanged(
-    tmp_path: Path, keys: dict[str, Path], case: str
-) -> None:
+def test_store_refuses_bad_artifacts_and_stays_unchanged(tmp_path: Path, keys: dict[str, Path], case: str) -> None:
     store = make_store(tmp_path, keys)
     key = {"unsigned": None, "untrusted": keys["b"]}.get(case, keys["a"])
     path, sha, size = artifact(tmp_path, key)

@@ -66,9 +66,7 @@ def _assert_refused_cleanly(store: ModelStore, artifact: Path, match: str) -> No
 
 
 # --- signing keys: rotation and revocation ---------------------------------------------------------
-def test_rotation_and_revocation_of_publisher_keys(
-    tmp_path: Path, keys: dict[str, Any], package: Path
-) -> None:
+def test_rotation_and_revocation_of_publisher_keys(tmp_path: Path, keys: dict[str, Any], package: Path) -> None:
     old, _, _ = pack_package(package, tmp_path / "old.tar", key=keys["old"]["priv"])
     new, _, _ = pack_package(package, tmp_path / "new.tar", key=keys["new"]["priv"])
     # rotation: both keys trusted, both artifacts install
@@ -125,18 +123,14 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", ["traversal", "absolute", "symlink", "hardlink"])
-def test_hostile_archive_members_are_refused_before_unpacking(
-    tmp_path: Path, keys: dict[str, Any], case: str
-) -> None:
+def test_hostile_archive_members_are_refused_before_unpacking(tmp_path: Path, keys: dict[str, Any], case: str) -> None:
     members, match = HOSTILE[case]
     artifact = _tar(tmp_path / "bad.tar", members)  # type: ignore[arg-type]
     _assert_refused_cleanly(_store(tmp_path, keys), artifact, str(match))
     assert not (tmp_path.parent / "evil.txt").exists() and not Path("/tmp/evil-edgefleet.txt").exists()
 
 
-def test_tar_bomb_declared_and_gzip_are_refused_without_inflating(
-    tmp_path: Path, keys: dict[str, Any]
-) -> None:
+def test_tar_bomb_declared_and_gzip_are_refused_without_inflating(tmp_path: Path, keys: dict[str, Any]) -> None:
     # a header declaring 1 GiB in a tiny file
     info = tarfile.TarInfo("p/model.onnx")
     info.size = 1 << 30
@@ -157,9 +151,7 @@ def test_tar_bomb_declared_and_gzip_are_refused_without_inflating(
     _assert_refused_cleanly(store, bomb, "too large or a bomb")
 
 
-def test_manifest_lying_about_sizes_and_hashes_is_refused(
-    tmp_path: Path, keys: dict[str, Any], package: Path
-) -> None:
+def test_manifest_lying_about_sizes_and_hashes_is_refused(tmp_path: Path, keys: dict[str, Any], package: Path) -> None:
     art, _, _ = pack_package(package, tmp_path / "good.tar", key=keys["new"]["priv"])
     store = _store(tmp_path, keys)
     with tarfile.open(art) as src:

@@ -18,17 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgefleet.cloud._telemetry._validate import Rejected, parse_message, parse_topic
-from edgefleet.edge._archive import check_archive
 from edgefleet.edge._config import load_agent_config
-from edgefleet.edge._errors import AgentConfigError, ArtifactError
+from edgefleet.edge._errors import AgentConfigError
 from edgefleet.proto.v1 import agent_pb2
-from edgefleet.sdk import EdgefleetError
+from edgefleet.sdk import EdgefleetError, IntegrityError, check_archive
 from edgefleet.sdk._manifest import parse_manifest
 
 EXAMPLES = int(os.environ.get("EDGEFLEET_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
 yamlish = st.recursive(
@@ -65,9 +62,7 @@ def test_agent_config_loader(tmp_path: Path, doc: Any, raw: bool, text: str) -> 
 @given(
     doc=yamlish
     | st.dictionaries(
-        st.sampled_from(
-            ["name", "version", "task", "model", "files", "input", "output", "labels", "signature"]
-        ),
+        st.sampled_from(["name", "version", "task", "model", "files", "input", "output", "labels", "signature"]),
         yamlish,
     )
 )
@@ -79,9 +74,7 @@ def test_manifest_parser(doc: Any) -> None:
 members = st.lists(
     st.tuples(
         st.text(min_size=1, max_size=30),
-        st.sampled_from(
-            [tarfile.REGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.FIFOTYPE]
-        ),
+        st.sampled_from([tarfile.REGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.FIFOTYPE]),
         st.binary(max_size=64),
         st.integers(min_value=0, max_value=1 << 40),
     ),
@@ -110,7 +103,7 @@ def test_archive_checker(tmp_path: Path, entries: list[Any], garbage: bytes, cut
         path.write_bytes(candidate)
         try:
             total = check_archive(path)
-        except ArtifactError:
+        except IntegrityError:
             continue
         assert total >= 0
 

@@ -45,6 +45,7 @@ EXPECTED = {
     "Transform",
     "VideoSink",
     "__version__",
+    "check_archive",
     "generate_signing_key",
     "load_package",
     "load_pipeline_config",

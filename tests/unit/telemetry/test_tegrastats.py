@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from edgefleet.edge._telemetry import parse_tegrastats
 from edgefleet.edge._telemetry._sampler import reading_from_tegrastats
 

@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
+
 from edgefleet.cloud._telemetry import Parsed, Rejected, TelemetryStore, parse_message
 from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from sqlalchemy import create_engine
 
 ME = Identity("f1", "dev1")
 T = "edgefleet/v1/f1/dev1"

@@ -128,9 +128,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a Hello")
         hello = first.hello
         if not _DEVICE_RE.match(hello.device_id):
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "device_id must match [a-z0-9][a-z0-9._-]{0,63}"
-            )
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "device_id must match [a-z0-9][a-z0-9._-]{0,63}")
         peer = current_peer.get()
         if peer is not None and hello.device_id != peer.name:
             # the certificate is the identity; a Hello naming another device is an impersonation attempt
@@ -167,9 +165,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     last = conn.sent.get(d["command_id"])
                     if last is not None and time.monotonic() - last < self.settings.resend_s:
                         continue
-                    model = (
-                        await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
-                    )
+                    model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
                     conn.sent[d["command_id"]] = time.monotonic()
                     _log.info("→ %s command %s (%s %s)", device_id, d["command_id"], d["kind"], d["ref"])
                     yield command_pb(d, model)
@@ -204,9 +200,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if ev.duplicate:
                         text += " (duplicate)"
                     _log.info("← %s %s", conn.device_id, text)
-                    await self.store.call(
-                        self.store.event, conn.device_id, ev.command_id, ev.done, ev.ok, text
-                    )
+                    await self.store.call(self.store.event, conn.device_id, ev.command_id, ev.done, ev.ok, text)
                     if ev.done:
                         self.on_event()
         except asyncio.CancelledError:

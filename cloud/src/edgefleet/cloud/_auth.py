@@ -106,9 +106,7 @@ class Authorizer(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 self._reload_crl()
             except CertError as exc:  # fail closed: an unreadable CRL refuses everyone
                 _log.error("%s", exc)
-                raise _DeniedError(
-                    grpc.StatusCode.UNAVAILABLE, "the revocation list cannot be read"
-                ) from None
+                raise _DeniedError(grpc.StatusCode.UNAVAILABLE, "the revocation list cannot be read") from None
         if ident.serial in self._revoked:
             _log.warning("refused revoked certificate %x (%s %s)", ident.serial, ident.role, ident.name)
             raise _DeniedError(grpc.StatusCode.UNAUTHENTICATED, f"certificate {ident.serial:x} is revoked")
@@ -148,9 +146,7 @@ class Authorizer(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         return _wrap(handler, handler_call_details.method, self)
 
 
-def _wrap(
-    handler: grpc.RpcMethodHandler[Any, Any], method: str, auth: Authorizer
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _wrap(handler: grpc.RpcMethodHandler[Any, Any], method: str, auth: Authorizer) -> grpc.RpcMethodHandler[Any, Any]:
     async def check(context: grpc.aio.ServicerContext[Any, Any]) -> None:
         try:
             current_peer.set(auth.authorize(method, context))

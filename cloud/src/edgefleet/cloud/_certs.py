@@ -109,9 +109,7 @@ def _load_ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey
         cert = x509.load_pem_x509_certificate((ca_dir / "ca.pem").read_bytes())
         key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), password=None)
     except FileNotFoundError as exc:
-        raise CertError(
-            f"{ca_dir}: no CA here ({Path(exc.filename).name} missing); run `certs init-ca`"
-        ) from None
+        raise CertError(f"{ca_dir}: no CA here ({Path(exc.filename).name} missing); run `certs init-ca`") from None
     except ValueError as exc:
         raise CertError(f"{ca_dir}: cannot read the CA: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
@@ -256,9 +254,7 @@ def issue(
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectAlternativeName(_sans(role, name, hosts)), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     _write_private(key_path, _key_pem(key), force=True)

@@ -15,9 +15,7 @@ __all__ = ["register"]
 
 ControllerOpt = Annotated[
     str | None,
-    typer.Option(
-        "--controller", "-c", help="Controller host:port (default $EDGEFLEET_CONTROLLER or 127.0.0.1:50051)"
-    ),
+    typer.Option("--controller", "-c", help="Controller host:port (default $EDGEFLEET_CONTROLLER or 127.0.0.1:50051)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
 
@@ -102,9 +100,7 @@ def _controller_commands(grp: typer.Typer) -> None:
         allow_unsigned: Annotated[
             bool, typer.Option(help="Accept unsigned packages (development only; agents still refuse them)")
         ] = False,
-        health_window: Annotated[
-            float, typer.Option(help="Default per-device health window, seconds")
-        ] = 30.0,
+        health_window: Annotated[float, typer.Option(help="Default per-device health window, seconds")] = 30.0,
         status_interval: Annotated[float, typer.Option(help="Seconds between agent status reports")] = 5.0,
         replica_id: Annotated[str, typer.Option(help="Name of this replica (default host:port)")] = "",
         tick: Annotated[float, typer.Option(hidden=True)] = 0.5,
@@ -113,16 +109,10 @@ def _controller_commands(grp: typer.Typer) -> None:
         hello_timeout: Annotated[float, typer.Option(hidden=True)] = 10.0,
         mqtt: Annotated[
             str | None,
-            typer.Option(
-                help="Ingest telemetry from this broker: mqtt://host:1883, mqtts://user:pass@host:8883"
-            ),
+            typer.Option(help="Ingest telemetry from this broker: mqtt://host:1883, mqtts://user:pass@host:8883"),
         ] = None,
-        fleet: Annotated[
-            str | None, typer.Option(help="Ingest only this fleet's telemetry (default: all)")
-        ] = None,
-        mqtt_ca_file: Annotated[
-            Path | None, typer.Option(help="CA of the broker's certificate (mqtts)")
-        ] = None,
+        fleet: Annotated[str | None, typer.Option(help="Ingest only this fleet's telemetry (default: all)")] = None,
+        mqtt_ca_file: Annotated[Path | None, typer.Option(help="CA of the broker's certificate (mqtts)")] = None,
         mqtt_cert_file: Annotated[Path | None, typer.Option(help="Client certificate for the broker")] = None,
         mqtt_key_file: Annotated[Path | None, typer.Option(help="Client key for the broker")] = None,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
@@ -204,10 +194,7 @@ def _key_commands(grp: typer.Typer) -> None:
             raise _fail(f"{priv} or {pub} exists; pass --force to overwrite")
         with _user_errors():
             kid = generate_signing_key(priv, pub)
-        print(
-            f"key id {kid}\nprivate {priv} (keep it secret)\n"
-            f"public  {pub} (give it to controllers and agents)"
-        )
+        print(f"key id {kid}\nprivate {priv} (keep it secret)\npublic  {pub} (give it to controllers and agents)")
 
 
 def _model_commands(grp: typer.Typer) -> None:
@@ -228,10 +215,7 @@ def _model_commands(grp: typer.Typer) -> None:
             return
         m = res.model
         what = "pushed" if res.created else "already in the registry:"
-        print(
-            f"{what} {m.name}:{m.version} sha256 {m.sha256[:12]} "
-            f"({m.size} bytes, signed by {m.signed_by or '-'})"
-        )
+        print(f"{what} {m.name}:{m.version} sha256 {m.sha256[:12]} ({m.size} bytes, signed by {m.signed_by or '-'})")
 
     @grp.command("ls")
     def ls(
@@ -253,9 +237,7 @@ def _model_commands(grp: typer.Typer) -> None:
 def _device_commands(grp: typer.Typer) -> None:
     @grp.command("ls")
     def ls(
-        selector: Annotated[
-            list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")
-        ] = None,
+        selector: Annotated[list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")] = None,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -308,20 +290,14 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
     @app.command("deploy", no_args_is_help=True)
     def deploy(
         model: Annotated[str, typer.Argument(help="name:version from the registry")],
-        to: Annotated[
-            list[str], typer.Option("--to", help="Label selector key=value; repeat or comma-separate")
-        ],
+        to: Annotated[list[str], typer.Option("--to", help="Label selector key=value; repeat or comma-separate")],
         waves: Annotated[str, typer.Option(help="Cumulative waves: counts or percentages")] = "1,10%,100%",
-        health_window: Annotated[
-            float, typer.Option(help="Seconds to watch each device after its swap")
-        ] = 0.0,
+        health_window: Annotated[float, typer.Option(help="Seconds to watch each device after its swap")] = 0.0,
         max_failures: Annotated[
             float, typer.Option(help="Abort when a wave's failed share exceeds this (0: any failure)")
         ] = 0.0,
         min_fps: Annotated[float, typer.Option(help="Health gate: lowest acceptable fps per pipeline")] = 0.0,
-        max_latency_ms: Annotated[
-            float, typer.Option(help="Health gate: highest acceptable p95 latency")
-        ] = 0.0,
+        max_latency_ms: Annotated[float, typer.Option(help="Health gate: highest acceptable p95 latency")] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:

@@ -84,9 +84,7 @@ class FleetClient:
 
     def _call(self, fn: Callable[..., Any], request: Any, timeout_s: float | None = None) -> Any:
         try:
-            return fn(
-                request, timeout=timeout_s or self.timeout_s, wait_for_ready=False, metadata=self._metadata
-            )
+            return fn(request, timeout=timeout_s or self.timeout_s, wait_for_ready=False, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise self._translate(exc) from None
 
@@ -142,9 +140,7 @@ class FleetClient:
         return list(self._call(self._stub.ListDevices, req).devices)
 
     def get_device(self, device_id: str) -> fleet_pb2.Device:
-        dev: fleet_pb2.Device = self._call(
-            self._stub.GetDevice, fleet_pb2.GetDeviceRequest(device_id=device_id)
-        )
+        dev: fleet_pb2.Device = self._call(self._stub.GetDevice, fleet_pb2.GetDeviceRequest(device_id=device_id))
         return dev
 
     def set_labels(self, device_id: str, set_: dict[str, str], remove: list[str]) -> fleet_pb2.Device:
@@ -179,9 +175,7 @@ class FleetClient:
         return ro
 
     def rollout(self, rollout_id: str = "") -> fleet_pb2.Rollout:
-        ro: fleet_pb2.Rollout = self._call(
-            self._stub.GetRollout, fleet_pb2.GetRolloutRequest(rollout_id=rollout_id)
-        )
+        ro: fleet_pb2.Rollout = self._call(self._stub.GetRollout, fleet_pb2.GetRolloutRequest(rollout_id=rollout_id))
         return ro
 
     def list_rollouts(self, limit: int = 20) -> list[fleet_pb2.Rollout]:

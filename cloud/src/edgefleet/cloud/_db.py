@@ -152,9 +152,7 @@ def database_url(url: str) -> str:
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     if url.startswith(("sqlite://", "postgresql+psycopg://")):
         return url
-    raise DatabaseError(
-        f"unsupported database URL {url.split('://', 1)[0]}://… (use sqlite:/// or postgresql://)"
-    )
+    raise DatabaseError(f"unsupported database URL {url.split('://', 1)[0]}://… (use sqlite:/// or postgresql://)")
 
 
 def create_engine(url: str) -> Engine:
@@ -187,9 +185,7 @@ def create_engine(url: str) -> Engine:
 def schema_version(conn: Connection) -> int:
     if not sa.inspect(conn).has_table("schema_version"):
         return 0
-    return int(
-        conn.execute(sa.select(sa.func.coalesce(sa.func.max(schema_version_table.c.version), 0))).scalar_one()
-    )
+    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(schema_version_table.c.version), 0))).scalar_one())
 
 
 def migrate(engine: Engine, now: Callable[[], float]) -> int:

@@ -156,16 +156,12 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
                 upload.discard()
 
     @_unary
-    async def ListModels(
-        self, request: fleet_pb2.ListModelsRequest, context: Any
-    ) -> fleet_pb2.ListModelsResponse:
+    async def ListModels(self, request: fleet_pb2.ListModelsRequest, context: Any) -> fleet_pb2.ListModelsResponse:
         rows = await self.store.call(self.store.list_models, request.name)
         return fleet_pb2.ListModelsResponse(models=[model_pb(r) for r in rows])
 
     @_unary
-    async def ListDevices(
-        self, request: fleet_pb2.ListDevicesRequest, context: Any
-    ) -> fleet_pb2.ListDevicesResponse:
+    async def ListDevices(self, request: fleet_pb2.ListDevicesRequest, context: Any) -> fleet_pb2.ListDevicesResponse:
         rows = await self.store.call(self.store.list_devices, dict(request.selector))
         tel = await self._telemetry_states()
         return fleet_pb2.ListDevicesResponse(
@@ -180,9 +176,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     @_unary
     async def SetLabels(self, request: fleet_pb2.SetLabelsRequest, context: Any) -> fleet_pb2.Device:
         _check_labels(dict(request.set), "labels")
-        r = await self.store.call(
-            self.store.set_labels, request.device_id, dict(request.set), list(request.remove)
-        )
+        r = await self.store.call(self.store.set_labels, request.device_id, dict(request.set), list(request.remove))
         return await self._device_pb(r)
 
     @_unary
@@ -265,9 +259,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         return fleet_pb2.ListRolloutsResponse(rollouts=[rollout_pb(r) for r in rows])
 
     @_unary
-    async def ControlRollout(
-        self, request: fleet_pb2.ControlRolloutRequest, context: Any
-    ) -> fleet_pb2.Rollout:
+    async def ControlRollout(self, request: fleet_pb2.ControlRolloutRequest, context: Any) -> fleet_pb2.Rollout:
         action = _ACTIONS.get(request.action)
         if action is None:
             raise InvalidArgumentError("action must be pause, resume, abort or rollback")

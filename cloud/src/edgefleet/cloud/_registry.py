@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from edgefleet.sdk import EdgefleetError, load_package
+from edgefleet.sdk import EdgefleetError, IntegrityError, check_archive, load_package
 
 from ._errors import RegistryError
 
@@ -49,9 +49,7 @@ class Upload:
             raise RegistryError(f"artifact truncated: received {self.received} of {self.size} bytes")
         digest = self._hash.hexdigest()
         if digest != self.sha256:
-            raise RegistryError(
-                f"artifact sha256 is {digest[:12]}…, the client announced {self.sha256[:12]}…"
-            )
+            raise RegistryError(f"artifact sha256 is {digest[:12]}…, the client announced {self.sha256[:12]}…")
 
     def discard(self) -> None:
         if not self._file.closed:
@@ -84,9 +82,10 @@ class ArtifactStore:
         revoked_keys: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """Verify the uploaded package and return the registry row for it (blocking: run off the loop)."""
-        from ._archive import check_archive
-
-        check_archive(upload.path, unpack_to=self.incoming)
+        try:
+            check_archive(upload.path, unpack_to=self.incoming)
+        except IntegrityError as exc:
+            raise RegistryError(str(exc)) from None
         unpack = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.incoming))
         try:
             pkg = load_package(

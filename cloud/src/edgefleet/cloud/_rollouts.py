@@ -93,8 +93,7 @@ def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, s
             return False, f"pipeline {p.get('name')} at {h.get('fps', 0.0):.1f} fps < {params['min_fps']}"
         if params.get("max_latency_ms") and float(h.get("latency_p95_ms", 0.0)) > params["max_latency_ms"]:
             return False, (
-                f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms"
-                f" > {params['max_latency_ms']}"
+                f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms > {params['max_latency_ms']}"
             )
     return True, ""
 
@@ -111,11 +110,7 @@ def telemetry_verdict(ro: Row, health: Any) -> tuple[bool | None, str]:
             False,
             f"telemetry: {health.fps:.1f} fps < {params['min_fps']} (mean of {n} samples since the swap)",
         )
-    if (
-        params.get("max_latency_ms")
-        and health.p95_ms is not None
-        and health.p95_ms > params["max_latency_ms"]
-    ):
+    if params.get("max_latency_ms") and health.p95_ms is not None and health.p95_ms > params["max_latency_ms"]:
         return False, f"telemetry: p95 {health.p95_ms:.1f} ms > {params['max_latency_ms']} since the swap"
     if health.errors:
         return (
@@ -220,9 +215,7 @@ class RolloutEngine:
         if not blocking:
             if wave + 1 >= len(ro["waves"]):
                 waiting = sum(1 for m in ro["devices"] if m["state"] not in TERMINAL)
-                msg = "all waves done" + (
-                    f"; {waiting} offline device(s) converge when they return" if waiting else ""
-                )
+                msg = "all waves done" + (f"; {waiting} offline device(s) converge when they return" if waiting else "")
                 st.update_rollout(rollout_id, state="completed", message=msg)
                 _log.info("rollout %s completed: %s", rollout_id, msg)
             else:
@@ -244,9 +237,7 @@ class RolloutEngine:
                 if state == "rolling_back":
                     self._set(ro, m, state="rolled_back", message=f"back on {m['previous_ref']}")
                 else:
-                    self._set(
-                        ro, m, state="health", swapped_at=d["done_at"] or now, message="watching health"
-                    )
+                    self._set(ro, m, state="health", swapped_at=d["done_at"] or now, message="watching health")
             elif d["state"] == "failed":
                 prefix = "rollback failed: " if state == "rolling_back" else ""
                 self._set(ro, m, state="failed", message=prefix + (d["message"] or "refused"))
@@ -287,9 +278,7 @@ class RolloutEngine:
                     "health_window_s": 0.0,
                 }
             )
-            self._set(
-                ro, m, state="rolling_back", command_id=cmd, message=f"rolling back to {m['previous_ref']}"
-            )
+            self._set(ro, m, state="rolling_back", command_id=cmd, message=f"rolling back to {m['previous_ref']}")
             touched.append(m["device_id"])
         return touched
 
@@ -304,9 +293,7 @@ class RolloutEngine:
             st.require_state(rollout_id, ("paused",), action)
             st.update_rollout(rollout_id, "paused", state="running", message="resumed by operator")
         elif action in ("abort", "rollback"):
-            allowed = (
-                ("running", "paused") if action == "abort" else ("running", "paused", "completed", "aborted")
-            )
+            allowed = ("running", "paused") if action == "abort" else ("running", "paused", "completed", "aborted")
             ro = st.require_state(rollout_id, allowed, action)
             if action == "rollback":
                 touched = self._roll_back(ro, ro["devices"])

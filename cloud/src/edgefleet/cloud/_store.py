@@ -73,9 +73,7 @@ class Store:
             if old is not None:
                 return dict(old), False
             same = (
-                c.execute(
-                    sa.select(models).where(models.c.name == row["name"], models.c.version == row["version"])
-                )
+                c.execute(sa.select(models).where(models.c.name == row["name"], models.c.version == row["version"]))
                 .mappings()
                 .first()
             )
@@ -113,9 +111,7 @@ class Store:
         return dict(row) if row else None
 
     # --- devices -----------------------------------------------------------------------------------
-    def hello(
-        self, device_id: str, labels: dict[str, str], caps: Row, pipelines: list[Row], conn_id: str
-    ) -> Row:
+    def hello(self, device_id: str, labels: dict[str, str], caps: Row, pipelines: list[Row], conn_id: str) -> Row:
         now = self.clock()
         with self.engine.begin() as c:
             old = c.execute(sa.select(devices.c.device_id).where(devices.c.device_id == device_id)).first()
@@ -174,9 +170,7 @@ class Store:
         now = self.clock()
         with self.engine.begin() as c:
             row = c.execute(
-                sa.select(desired.c.state).where(
-                    desired.c.command_id == command_id, desired.c.device_id == device_id
-                )
+                sa.select(desired.c.state).where(desired.c.command_id == command_id, desired.c.device_id == device_id)
             ).first()
             if row is not None and row[0] not in ("applied", "failed"):
                 state = ("applied" if ok else "failed") if done else "applying"
@@ -186,9 +180,7 @@ class Store:
                     .values(state=state, message=message, updated_at=now, done_at=now if done else 0.0)
                 )
             c.execute(
-                sa.update(devices)
-                .where(devices.c.device_id == device_id)
-                .values(last_event=message, last_seen=now)
+                sa.update(devices).where(devices.c.device_id == device_id).values(last_event=message, last_seen=now)
             )
 
     def _device(self, c: Connection, device_id: str) -> Row:
@@ -228,9 +220,7 @@ class Store:
             overrides.update(set_)
             for k in remove:
                 overrides[k] = None
-            c.execute(
-                sa.update(devices).where(devices.c.device_id == device_id).values(label_overrides=overrides)
-            )
+            c.execute(sa.update(devices).where(devices.c.device_id == device_id).values(label_overrides=overrides))
             return self._device(c, device_id)
 
     # --- desired state -----------------------------------------------------------------------------
@@ -240,22 +230,16 @@ class Store:
         with self.engine.begin() as c:
             key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
             c.execute(sa.delete(desired).where(*key))
-            c.execute(
-                sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row)
-            )
+            c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
 
     def pending_commands(self, device_id: str) -> list[Row]:
         with self.engine.connect() as c:
-            q = sa.select(desired).where(
-                desired.c.device_id == device_id, desired.c.state.in_(("pending", "applying"))
-            )
+            q = sa.select(desired).where(desired.c.device_id == device_id, desired.c.state.in_(("pending", "applying")))
             return [dict(r) for r in c.execute(q).mappings()]
 
     def all_pending(self) -> list[tuple[str, str]]:
         with self.engine.connect() as c:
-            q = sa.select(desired.c.device_id, desired.c.command_id).where(
-                desired.c.state.in_(("pending", "applying"))
-            )
+            q = sa.select(desired.c.device_id, desired.c.command_id).where(desired.c.state.in_(("pending", "applying")))
             return [(r[0], r[1]) for r in c.execute(q)]
 
     def desired_by_command(self, command_ids: list[str]) -> dict[str, Row]:
@@ -318,9 +302,7 @@ class Store:
         with self.engine.connect() as c:
             ids = [
                 r[0]
-                for r in c.execute(
-                    sa.select(rollouts.c.rollout_id).order_by(rollouts.c.created_at.desc()).limit(limit)
-                )
+                for r in c.execute(sa.select(rollouts.c.rollout_id).order_by(rollouts.c.created_at.desc()).limit(limit))
             ]
             return [self._rollout(c, i) for i in ids]
 

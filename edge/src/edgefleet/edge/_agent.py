@@ -66,9 +66,7 @@ class Agent:
         except EdgefleetError as exc:
             raise AgentError(str(exc)) from None
         if config.require_signature and not keys:
-            raise AgentError(
-                "trusted_keys is empty: give the publisher public keys, or require_signature: false"
-            )
+            raise AgentError("trusted_keys is empty: give the publisher public keys, or require_signature: false")
         self.store = ModelStore(
             config.state_dir,
             keys,
@@ -118,9 +116,7 @@ class Agent:
             self.hosts[name] = host
             if self.telemetry is not None:
                 self.telemetry.add_pipeline(name, host.telemetry_stats)
-            entry = self.state.packages.setdefault(
-                pkg.ref, {"sha256": (last or {}).get("sha256", ""), "path": ""}
-            )
+            entry = self.state.packages.setdefault(pkg.ref, {"sha256": (last or {}).get("sha256", ""), "path": ""})
             entry["path"] = str(pkg.root)
             prev = self.state.previous.get(name)
             if prev and prev.get("path"):
@@ -268,9 +264,7 @@ class Agent:
                         pipelines=[ParseDict(p, common_pb2.PipelineStatus()) for p in pipes],
                         health=common_pb2.Health(
                             fps=sum(p["health"].get("fps", 0.0) for p in pipes),
-                            latency_p95_ms=max(
-                                (p["health"].get("latency_p95_ms", 0.0) for p in pipes), default=0.0
-                            ),
+                            latency_p95_ms=max((p["health"].get("latency_p95_ms", 0.0) for p in pipes), default=0.0),
                             healthy=healthy,
                         ),
                         sent_at=time.time(),
@@ -365,9 +359,7 @@ class Agent:
 
         def cb(stage: str, message: str) -> None:
             if loop is not None:
-                loop.call_soon_threadsafe(
-                    self.event, cid, _STEPS.get(stage, agent_pb2.STEP_UNSPECIFIED), message
-                )
+                loop.call_soon_threadsafe(self.event, cid, _STEPS.get(stage, agent_pb2.STEP_UNSPECIFIED), message)
 
         return cb
 
@@ -410,9 +402,7 @@ class Agent:
         self.event(cid, agent_pb2.STEP_INSTALLING, f"installed {pkg.ref}")
         return pkg
 
-    async def _apply(
-        self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = ""
-    ) -> tuple[str, str]:
+    async def _apply(self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = "") -> tuple[str, str]:
         m = apply.model
         ref = f"{m.name}:{m.version}"
         hosts = [h for h in self.hosts.values() if h.model_name == m.name]
@@ -425,9 +415,7 @@ class Agent:
             raise ArtifactError(f"artifact {m.sha256[:12]}… holds {pkg.ref}, not {ref}")
         self.state.packages[ref] = {"sha256": m.sha256, "path": str(pkg.root)}
         self.state.save()
-        window = (
-            self.config.health_window_s if self.config.health_window_s is not None else apply.health_window_s
-        )
+        window = self.config.health_window_s if self.config.health_window_s is not None else apply.health_window_s
         done: list[tuple[PipelineHost, ModelPackage | None]] = []
         for h in hosts:
             before = h.package
@@ -459,17 +447,12 @@ class Agent:
                             rollout_id=rollout_id,
                         )
                 raise ApplyError(
-                    f"{ref} refused at {outcome.stage}: {outcome.error}; {before.ref if before else '?'} "
-                    "keeps serving"
+                    f"{ref} refused at {outcome.stage}: {outcome.error}; {before.ref if before else '?'} keeps serving"
                 )
             done.append((h, before))
-            self._swap_event(
-                h.name, SwapPhase.PHASE_SUCCEEDED, before_ref, ref, duration_s=took, rollout_id=rollout_id
-            )
+            self._swap_event(h.name, SwapPhase.PHASE_SUCCEEDED, before_ref, ref, duration_s=took, rollout_id=rollout_id)
         self._generation += 1
-        task = asyncio.create_task(
-            self._watch(cid, hosts, pkg, m.sha256, window, self._generation, rollout_id)
-        )
+        task = asyncio.create_task(self._watch(cid, hosts, pkg, m.sha256, window, self._generation, rollout_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref

@@ -62,9 +62,7 @@ def _gpu() -> str:
 def _cuda() -> str:
     for path in ("/usr/local/cuda/version.json", "/usr/local/cuda/version.txt"):
         text = _read(path)
-        m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text) or re.search(
-            r"([\d]+\.[\d.]+)", text
-        )
+        m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text) or re.search(r"([\d]+\.[\d.]+)", text)
         if m:
             return m.group(1)
     return ""

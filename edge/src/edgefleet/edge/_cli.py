@@ -48,7 +48,5 @@ def register(cli: Any) -> None:
         try:
             run_agent(config)
         except (AgentError, EdgefleetError) as exc:
-            Console(stderr=True).print(
-                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
-            )
+            Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None

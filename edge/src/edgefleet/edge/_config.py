@@ -57,7 +57,7 @@ class AgentConfig(_Strict):
 
     device_id: str = Field(description="Unique device name, [a-z0-9][a-z0-9._-]{0,63}")
     labels: dict[str, str] = Field(default_factory=dict, description="Labels rollouts select on")
-    controller: ControllerConfig = Field(default_factory=ControllerConfig)  # type: ignore[arg-type]
+    controller: ControllerConfig = Field(default_factory=ControllerConfig)
     trusted_keys: tuple[Path, ...] = Field(default=(), description="Publisher public keys (PEM)")
     require_signature: bool = Field(True, description="Refuse unsigned model packages")
     revoked_keys: tuple[str, ...] = Field(

@@ -50,9 +50,7 @@ async def download(
             call = stub.FetchArtifact(req, timeout=timeout)
             async for chunk in call:
                 if chunk.offset != got:
-                    raise ArtifactError(
-                        f"artifact stream out of order: chunk at {chunk.offset}, expected {got}"
-                    )
+                    raise ArtifactError(f"artifact stream out of order: chunk at {chunk.offset}, expected {got}")
                 await asyncio.to_thread(f.write, chunk.data)
                 got += len(chunk.data)
                 if progress is not None:

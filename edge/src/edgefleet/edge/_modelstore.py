@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edgefleet.sdk import EdgefleetError, ModelPackage, load_package
+from edgefleet.sdk import EdgefleetError, IntegrityError, ModelPackage, check_archive, load_package
 
 from ._errors import ArtifactError
 
@@ -96,11 +96,9 @@ class ModelStore:
         digest = sha256_file(artifact)
         if digest != sha256:
             raise ArtifactError(f"artifact {sha256[:12]}… is corrupt: its sha256 is {digest[:12]}…")
-        from ._archive import check_archive
-
         try:
             check_archive(artifact, unpack_to=self.staging)
-        except ArtifactError as exc:
+        except IntegrityError as exc:
             raise ArtifactError(f"refused {sha256[:12]}…: {exc}") from None
         stage = Path(tempfile.mkdtemp(prefix=f"{sha256[:12]}-", dir=self.staging))
         try:

@@ -26,9 +26,7 @@ class SwapOutcome:
 
 
 class PipelineHost:
-    def __init__(
-        self, name: str, config: PipelineConfig, on_result: Callable[[Result], None] | None = None
-    ) -> None:
+    def __init__(self, name: str, config: PipelineConfig, on_result: Callable[[Result], None] | None = None) -> None:
         self.name = name
         self.config = config
         self._on_result = on_result
@@ -126,9 +124,7 @@ class PipelineHost:
         }
 
     # --- swaps -------------------------------------------------------------------------------------
-    def swap(
-        self, package: ModelPackage, health_window_s: float, progress: Callable[[str, str], None]
-    ) -> SwapOutcome:
+    def swap(self, package: ModelPackage, health_window_s: float, progress: Callable[[str, str], None]) -> SwapOutcome:
         """Hot-swap ``package`` in; a refusal leaves the old version serving."""
         with self._lock:
             p = self.pipeline

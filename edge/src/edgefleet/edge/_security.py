@@ -29,9 +29,7 @@ def controller_channel(c: ControllerConfig, options: list[tuple[str, Any]]) -> g
             _warned.add(c.address)
         return grpc.aio.insecure_channel(c.address, options=options)
     try:
-        creds = grpc.ssl_channel_credentials(
-            c.tls.ca.read_bytes(), c.tls.key.read_bytes(), c.tls.cert.read_bytes()
-        )
+        creds = grpc.ssl_channel_credentials(c.tls.ca.read_bytes(), c.tls.key.read_bytes(), c.tls.cert.read_bytes())
     except OSError as exc:
         raise AgentConfigError(f"controller.tls: cannot read {exc.filename}: {exc.strerror}") from None
     if c.tls.server_name:

@@ -13,6 +13,7 @@ Only the names below are public; everything in ``_``-modules may change without 
 
 from __future__ import annotations
 
+from ._archive import check_archive
 from ._backends import Backend, InputBuffer, TensorSpec
 from ._config import OnnxRuntimeConfig, PipelineConfig, SinkConfig, TensorRTConfig, load_pipeline_config
 from ._decoders import DecodeContext, Decoded, Decoder, DecoderParams, register_decoder
@@ -89,6 +90,7 @@ __all__ = [
     "Transform",
     "VideoSink",
     "__version__",
+    "check_archive",
     "generate_signing_key",
     "load_package",
     "load_pipeline_config",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._archive import check_archive
 from ._errors import IntegrityError, ManifestError, SignatureError
 from ._manifest import Manifest, read_manifest
 from ._signing import PublicKey, verify_manifest
@@ -107,15 +108,16 @@ def _read_labels(root: Path, manifest: Manifest) -> tuple[str, ...]:
 
 def _unpack_tar(archive: Path, into: Path) -> Path:
     """Unpack a package tar into ``into``; refuses links, devices and paths leaving the folder."""
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        check_archive(archive, unpack_to=into)
+    except IntegrityError as exc:
+        raise IntegrityError(f"{archive}: {exc}") from None
     try:
         with tarfile.open(archive) as tar:
-            members = tar.getmembers()
-            for m in members:
-                if not (m.isfile() or m.isdir()):
-                    raise IntegrityError(f"{archive}: {m.name} is not a regular file or folder")
             tar.extractall(into, filter="data")
-    except tarfile.TarError as exc:
-        raise IntegrityError(f"{archive}: not a readable tar archive: {exc}") from None
+    except (tarfile.TarError, OSError) as exc:
+        raise IntegrityError(f"{archive}: cannot unpack: {exc}") from None
     candidates = [p.parent for p in into.rglob("manifest.yaml")]
     if len(candidates) != 1:
         raise ManifestError(f"{archive}: expected exactly one manifest.yaml in the archive, found {len(candidates)}")

@@ -57,9 +57,7 @@ def parse_broker_url(
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise TelemetryIngestError(
-            f"broker URL must look like mqtt://host:1883 or mqtts://host:8883, got {url!r}"
-        )
+        raise TelemetryIngestError(f"broker URL must look like mqtt://host:1883 or mqtts://host:8883, got {url!r}")
     try:
         port = parts.port or _DEFAULT_PORTS[scheme]
     except ValueError as exc:

@@ -32,9 +32,7 @@ def _fail(message: str) -> typer.Exit:
 
 
 def register(cli: Any) -> None:
-    grp: typer.Typer = cli.group(
-        "telemetry", "Device telemetry: live from the broker, summaries from the database."
-    )
+    grp: typer.Typer = cli.group("telemetry", "Device telemetry: live from the broker, summaries from the database.")
 
     @grp.command("tail")
     def tail_cmd(
@@ -60,9 +58,7 @@ def register(cli: Any) -> None:
             raise _fail("--kind must be status, telemetry, events or +")
         try:
             address = parse_broker_url(broker, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
-            print_live(
-                address, device, fleet=fleet, kind=kind, json_out=json_out, count=count, timeout=timeout
-            )
+            print_live(address, device, fleet=fleet, kind=kind, json_out=json_out, count=count, timeout=timeout)
         except TelemetryIngestError as exc:
             raise _fail(str(exc)) from None
 

@@ -37,8 +37,7 @@ def summary_line(p: Parsed) -> str:
         s = m.system
         gpu = f" gpu {s.gpus[0].utilization_pct:.0f}%" if len(s.gpus) else ""
         parts.append(
-            f"cpu {s.cpu_pct:.0f}% ram {s.ram_used_bytes / 2**30:.1f}/{s.ram_total_bytes / 2**30:.1f} GiB"
-            + gpu
+            f"cpu {s.cpu_pct:.0f}% ram {s.ram_used_bytes / 2**30:.1f}/{s.ram_total_bytes / 2**30:.1f} GiB" + gpu
         )
         if m.spool.pending or m.spool.dropped:
             parts.append(f"spool {m.spool.pending} pending, {m.spool.dropped} dropped")
@@ -50,9 +49,7 @@ def summary_line(p: Parsed) -> str:
         return f"detections {d.stream_id}#{d.frame_sequence}: {labels}"
     if kind == "swap":
         sw = m.swap
-        return (
-            f"swap {sw.pipeline} {sw.from_version} -> {sw.to_version}: {sw.Phase.Name(sw.phase)} {sw.reason}"
-        )
+        return f"swap {sw.pipeline} {sw.from_version} -> {sw.to_version}: {sw.Phase.Name(sw.phase)} {sw.reason}"
     if kind == "engine_build":
         eb = m.engine_build
         done = " done" if eb.done else ""
@@ -86,9 +83,7 @@ def print_live(
             if json_out:
                 print(item.payload_json, flush=True)
             else:
-                console.print(
-                    f"{_ts(item.time)} [bold]{item.kind:<9}[/] #{item.sequence} {summary_line(item)}"
-                )
+                console.print(f"{_ts(item.time)} [bold]{item.kind:<9}[/] #{item.sequence} {summary_line(item)}")
             seen += 1
             if count is not None and seen >= count:
                 break
@@ -142,9 +137,7 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
     table.add_row("p95 latency (worst)", f"{health.p95_ms:.1f} ms" if health.p95_ms is not None else "-")
     table.add_row("errors", str(health.errors))
     table.add_row("samples", str(health.samples))
-    table.add_row(
-        "models", ", ".join(f"{m['pipeline']}: {m['name']}:{m['version']}" for m in state.models) or "-"
-    )
+    table.add_row("models", ", ".join(f"{m['pipeline']}: {m['name']}:{m['version']}" for m in state.models) or "-")
     table.add_row("agent", state.agent_version or "-")
     console.print(table)
     if events:

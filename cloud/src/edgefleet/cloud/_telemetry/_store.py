@@ -98,9 +98,7 @@ class TelemetryStore:
             create_tables(engine)
         self._insert: Any = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
         if engine.dialect.name not in ("postgresql", "sqlite"):
-            raise TelemetryIngestError(
-                f"unsupported database {engine.dialect.name}: use SQLite or PostgreSQL"
-            )
+            raise TelemetryIngestError(f"unsupported database {engine.dialect.name}: use SQLite or PostgreSQL")
 
     # --- writing -----------------------------------------------------------------------------------
     def write(self, batch: Sequence[Parsed], received_at: float | None = None) -> WriteResult:
@@ -216,11 +214,7 @@ class TelemetryStore:
             ).first()
             rows = conn.execute(
                 select(messages.c.fps, messages.c.p95_ms, messages.c.errors_total)
-                .where(
-                    and_(
-                        messages.c.device_id == device_id, messages.c.kind == "telemetry", messages.c.ts >= t0
-                    )
-                )
+                .where(and_(messages.c.device_id == device_id, messages.c.kind == "telemetry", messages.c.ts >= t0))
                 .order_by(messages.c.seq)
             ).all()
             error_events = conn.execute(
@@ -357,13 +351,9 @@ class TelemetryStore:
                     errs = int((hi or 0) - (lo or 0))
                     self._merge_rollup(conn, device_id, bucket, bucket_s, n, fps_sum, p95, errs)
                 for device_id, seq in ((r[0], r[1]) for r in rows):
-                    conn.execute(
-                        delete(messages).where(and_(messages.c.device_id == device_id, messages.c.seq == seq))
-                    )
+                    conn.execute(delete(messages).where(and_(messages.c.device_id == device_id, messages.c.seq == seq)))
                 removed += len(rows)
-                res = conn.execute(
-                    delete(messages).where(and_(messages.c.kind != "telemetry", messages.c.ts < cutoff))
-                )
+                res = conn.execute(delete(messages).where(and_(messages.c.kind != "telemetry", messages.c.ts < cutoff)))
                 removed += int(res.rowcount or 0)
                 conn.execute(delete(rollups).where(rollups.c.bucket < int(t_now - rollup_retention_s)))
         except SQLAlchemyError as exc:

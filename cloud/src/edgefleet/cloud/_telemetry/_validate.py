@@ -42,13 +42,7 @@ class Parsed:
 def parse_topic(topic: str) -> tuple[str, str, str]:
     """``edgefleet/v1/<fleet>/<device>/<kind>`` -> (fleet, device, kind)."""
     parts = topic.split("/")
-    if (
-        len(parts) != 5
-        or tuple(parts[:2]) != TOPIC_ROOT
-        or parts[4] not in _KINDS
-        or not parts[2]
-        or not parts[3]
-    ):
+    if len(parts) != 5 or tuple(parts[:2]) != TOPIC_ROOT or parts[4] not in _KINDS or not parts[2] or not parts[3]:
         raise Rejected("topic", f"not an edgefleet telemetry topic: {topic[:200]!r}")
     return parts[2], parts[3], parts[4]
 

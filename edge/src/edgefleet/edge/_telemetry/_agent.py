@@ -207,11 +207,7 @@ class TelemetryAgent:
         ev = self.config.events
         if not ev.detections:
             return None
-        dets = [
-            d
-            for d in result.detections
-            if d.score >= ev.min_score and (ev.labels is None or d.label in ev.labels)
-        ]
+        dets = [d for d in result.detections if d.score >= ev.min_score and (ev.labels is None or d.label in ev.labels)]
         if not dets:
             return None
         if not self._bucket.take():

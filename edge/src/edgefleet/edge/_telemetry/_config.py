@@ -46,7 +46,7 @@ class TelemetryConfig(BaseModel):
     spool_path: Path = Field(Path("telemetry-spool.db"), description="SQLite spool file")
     spool_max_entries: int = Field(100_000, ge=10)
     spool_max_bytes: int = Field(256 * 2**20, ge=4096)
-    events: EventsConfig = Field(default_factory=EventsConfig)  # type: ignore[arg-type]
+    events: EventsConfig = Field(default_factory=EventsConfig)
     gpu: Literal["auto", "nvml", "tegrastats", "none"] = "auto"
     prometheus_port: int | None = Field(None, ge=0, le=65535, description="serve /metrics here (0: any port)")
     prometheus_addr: str = "127.0.0.1"

@@ -22,9 +22,7 @@ _Q = (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms"))
 class TelemetryCollector(Collector):
     """Collects from ``latest()`` (the most recent Telemetry message, or None) at scrape time."""
 
-    def __init__(
-        self, latest: Callable[[], pb.Telemetry | None], extra: Callable[[], dict[str, float]]
-    ) -> None:
+    def __init__(self, latest: Callable[[], pb.Telemetry | None], extra: Callable[[], dict[str, float]]) -> None:
         self._latest = latest
         self._extra = extra
 

@@ -344,9 +344,7 @@ class MqttPublisher:
         with self._state_lock:
             self._connect_failures += 1
             first = self._connect_failures == 1
-        (_log.warning if first else _log.debug)(
-            "telemetry broker %s unreachable: %s", self.broker.redacted_url, why
-        )
+        (_log.warning if first else _log.debug)("telemetry broker %s unreachable: %s", self.broker.redacted_url, why)
 
     def _close(self, client: mqtt.Client, session: _Session) -> None:
         if session.connected.is_set() and not session.closed.is_set():

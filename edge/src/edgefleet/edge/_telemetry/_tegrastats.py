@@ -79,9 +79,7 @@ def parse_tegrastats(line: str) -> TegraStats | None:
     # A core list "[1%@729,...]" holds "%@" but never "name@numberC"; temperatures are "name@47.5C".
     temps = {m.group(1): float(m.group(2)) for m in _TEMP.finditer(line)}
     rails = {
-        m.group(1): int(m.group(2)) / 1000.0
-        for m in _RAIL.finditer(line)
-        if m.group(1) not in {"RAM", "SWAP", "IRAM"}
+        m.group(1): int(m.group(2)) / 1000.0 for m in _RAIL.finditer(line) if m.group(1) not in {"RAM", "SWAP", "IRAM"}
     }
     return TegraStats(
         ram_used_bytes=int(ram.group(1)) * _MB,

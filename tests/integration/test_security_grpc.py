@@ -194,3 +194,57 @@ def test_serve_demands_tls_or_insecure(tmp_path: Path) -> None:
     finally:
         p.kill(signal.SIGTERM)
     assert os.path.exists(log)
+
+
+def test_real_agent_over_mutual_tls_is_known_by_its_certificate(
+    secured: Secured, pki: dict[str, Path], tmp_path: Path
+) -> None:
+    """The agent process itself (not a hand-made client) connects with its device certificate, runs a
+    pipeline, and the controller lists it under the certificate's name with its labels and model."""
+    import yaml
+
+    from tests.support.onnx_models import yolo_package
+
+    s = secured
+    model = yolo_package(tmp_path / "model")
+    out = pki["out"]
+    config = {
+        "device_id": "cam-02",
+        "labels": {"site": "tls-lab"},
+        "controller": {
+            "address": s.address,
+            "tls": {"ca": str(pki["ca"] / "ca.pem"), "cert": str(out / "cam-02.pem"), "key": str(out / "cam-02.key")},
+        },
+        "require_signature": False,
+        "state_dir": str(tmp_path / "state"),
+        "pipelines": {"main": {"model": str(model), "sources": ["synthetic:?width=160&height=120&fps=10"]}},
+    }
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(config))
+    agent = Proc([EDGEFLEET, "agent", "--config", str(tmp_path / "agent.yaml")], tmp_path / "agent.log").start()
+    try:
+        device = wait_for(
+            "the TLS agent online with its pipeline",
+            lambda: next(
+                (d for d in s.admin.list_devices() if d.device_id == "cam-02" and d.online and d.pipelines), None
+            ),
+            45,
+        )
+        assert device.labels["site"] == "tls-lab"
+        assert device.pipelines[0].model_ref == "toy-yolo:1.0.0"
+        assert "without TLS" not in agent.text() and "plain text" not in agent.text().lower()
+    finally:
+        agent.kill(signal.SIGTERM)
+    # the same agent with another device's certificate cannot claim cam-02's identity
+    config["controller"]["tls"]["cert"] = str(out / "cam-01.pem")  # type: ignore[index]
+    config["controller"]["tls"]["key"] = str(out / "cam-01.key")  # type: ignore[index]
+    config["state_dir"] = str(tmp_path / "state2")
+    (tmp_path / "agent2.yaml").write_text(yaml.safe_dump(config))
+    impostor = Proc([EDGEFLEET, "agent", "--config", str(tmp_path / "agent2.yaml")], tmp_path / "agent2.log").start()
+    try:
+        wait_for(
+            "the impostor refused",
+            lambda: "PERMISSION_DENIED" in impostor.text() or "permission" in impostor.text().lower(),
+            30,
+        )
+    finally:
+        impostor.kill(signal.SIGTERM)

@@ -90,6 +90,24 @@ class LoadedModel:
 
     def close(self) -> None:
         self.backend.close()
+        _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    """Ask glibc to hand freed heap back to the OS after a model is released. Without it the agent's RSS
+    climbs to a plateau over repeated swaps (measured: 507 -> ~605 MB over 14 NanoDet swaps, 438 MB after a
+    trim) although the live heap stays flat. A no-op where malloc_trim does not exist (musl, macOS)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def load_model(

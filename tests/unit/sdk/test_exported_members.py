@@ -47,6 +47,7 @@ EXPECTED = {
     "__version__",
     "check_archive",
     "generate_signing_key",
+    "key_id",
     "load_package",
     "load_pipeline_config",
     "load_private_key",

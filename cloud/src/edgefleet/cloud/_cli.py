@@ -133,11 +133,11 @@ def _controller_commands(grp: typer.Typer) -> None:
         """Serve AgentService, FleetService and grpc.health.v1 until SIGINT/SIGTERM."""
         import logging
 
+        from edgefleet.sdk import key_id as key_id_of
         from edgefleet.sdk import load_public_key
 
         from ._server import serve
         from ._settings import ControllerSettings
-        from ._signing import key_id_of
 
         logging.getLogger().setLevel(log_level.upper())
         logging.getLogger("edgefleet").setLevel(log_level.upper())

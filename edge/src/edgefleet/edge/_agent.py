@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import random
 import time
@@ -17,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from cryptography.hazmat.primitives import serialization
 from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from edgefleet.sdk import EdgefleetError, ModelPackage, load_public_key
+from edgefleet.sdk import EdgefleetError, ModelPackage, key_id, load_public_key
 
 from ._caps import detect_capabilities
 from ._config import AgentConfig
@@ -53,8 +51,7 @@ def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
     keys: dict[str, Any] = {}
     for path in paths:
         key = load_public_key(path)
-        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        keys[hashlib.sha256(raw).hexdigest()[:16]] = key
+        keys[key_id(key)] = key
     return keys
 
 

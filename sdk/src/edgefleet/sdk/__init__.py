@@ -40,7 +40,7 @@ from ._pipeline import Pipeline
 from ._preprocess import Transform
 from ._redact import redact_uri
 from ._results import Classification, Detection, Result
-from ._signing import generate_signing_key, load_private_key, load_public_key, sign_manifest
+from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
 from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
 from ._sources import parse_source
 from ._swap import SwapEvent, SwapReport
@@ -92,6 +92,7 @@ __all__ = [
     "__version__",
     "check_archive",
     "generate_signing_key",
+    "key_id",
     "load_package",
     "load_pipeline_config",
     "load_private_key",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,6 +20,9 @@ __all__ = [
     "TensorRTConfig",
     "load_pipeline_config",
 ]
+
+
+_CUDA_DEVICE = re.compile(r"^cuda(:(\d+|GPU-[0-9A-Fa-f-]{8,}|MIG-[0-9A-Za-z/-]{8,}))?$")
 
 
 class _Strict(BaseModel):
@@ -68,7 +72,7 @@ class PipelineConfig(_Strict):
 
     model: Path
     sources: tuple[str, ...] = Field(min_length=1)
-    device: str = Field("cpu", description="cpu or cuda:N")
+    device: str = Field("cpu", description="cpu, cuda:N, cuda:GPU-<uuid> or cuda:MIG-<uuid>")
     backend: BackendConfig = Field(default_factory=OnnxRuntimeConfig)
     max_batch: int = Field(1, ge=1, le=256)
     batch_timeout_ms: float = Field(10.0, ge=0, le=10_000, description="Longest wait to fill a batch")
@@ -88,9 +92,9 @@ class PipelineConfig(_Strict):
     @field_validator("device")
     @classmethod
     def _check_device(cls, v: str) -> str:
-        if v == "cpu" or (v.startswith("cuda") and (v == "cuda" or (v[5:].isdigit() and v[4] == ":"))):
+        if v == "cpu" or _CUDA_DEVICE.match(v):
             return "cuda:0" if v == "cuda" else v
-        raise ValueError(f"must be cpu or cuda:N, got {v!r}")
+        raise ValueError(f"must be cpu, cuda:N, cuda:GPU-<uuid> or cuda:MIG-<uuid>, got {v!r}")
 
 
 def load_pipeline_config(path: Path) -> PipelineConfig:

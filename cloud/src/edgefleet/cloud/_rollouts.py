@@ -181,22 +181,24 @@ class RolloutEngine:
             return touched
         wave = ro["current_wave"]
         members = [m for m in ro["devices"] if m["wave"] == wave]
-        for m in members:
-            if m["state"] == "pending":
-                cmd = f"{rollout_id}.{m['device_id']}.apply"
-                st.set_desired(
-                    {
-                        "device_id": m["device_id"],
-                        "model_name": ro["model_name"],
-                        "kind": "apply",
-                        "sha256": ro["sha256"],
-                        "ref": ro["model_ref"],
-                        "command_id": cmd,
-                        "rollout_id": rollout_id,
-                        "health_window_s": window,
-                    }
-                )
-                self._set(ro, m, state="applying", command_id=cmd, message="command sent")
+        sending = [m for m in members if m["state"] == "pending"]
+        if sending:
+            rows = [
+                {
+                    "device_id": m["device_id"],
+                    "model_name": ro["model_name"],
+                    "kind": "apply",
+                    "sha256": ro["sha256"],
+                    "ref": ro["model_ref"],
+                    "command_id": f"{rollout_id}.{m['device_id']}.apply",
+                    "rollout_id": rollout_id,
+                    "health_window_s": window,
+                }
+                for m in sending
+            ]
+            st.send_wave(rollout_id, rows)
+            for m, row in zip(sending, rows, strict=True):
+                m.update(state="applying", command_id=row["command_id"], message="command sent")
                 touched.append(m["device_id"])
         failed = [m for m in members if m["state"] == "failed"]
         ratio = float(ro["params"].get("max_failure_ratio", 0.0))

@@ -232,6 +232,21 @@ class Store:
             c.execute(sa.delete(desired).where(*key))
             c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
 
+    def send_wave(self, rollout_id: str, rows: list[Row]) -> None:
+        """Set the desired state of many devices and mark them ``applying`` in one transaction (a wave
+        of 1,000 devices is one commit, not 2,000)."""
+        now = self.clock()
+        with self.engine.begin() as c:
+            for row in rows:
+                key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
+                c.execute(sa.delete(desired).where(*key))
+                c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
+                c.execute(
+                    sa.update(rollout_devices)
+                    .where(rollout_devices.c.rollout_id == rollout_id, rollout_devices.c.device_id == row["device_id"])
+                    .values(updated_at=now, state="applying", command_id=row["command_id"], message="command sent")
+                )
+
     def pending_commands(self, device_id: str) -> list[Row]:
         with self.engine.connect() as c:
             q = sa.select(desired).where(desired.c.device_id == device_id, desired.c.state.in_(("pending", "applying")))

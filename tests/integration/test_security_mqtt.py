@@ -157,3 +157,49 @@ def test_unknown_certificate_cannot_connect(broker: dict[str, Any]) -> None:
     good = _connect(broker, "cam-01")
     assert good is not None
     good.stop()
+
+
+def test_real_agent_and_ingester_over_mqtt_tls(broker: dict[str, Any], tmp_path: Any) -> None:
+    """The agent's own telemetry publisher (cam-01's certificate) and the controller's ingester (the
+    controller certificate, shared subscription) through the TLS + ACL broker: cam-01's messages arrive;
+    a publisher claiming to be cam-02 with cam-01's certificate is stopped by the ACL."""
+    import sqlalchemy as sa
+
+    from edgefleet.cloud._telemetry import Ingester, TelemetryStore, create_tables, parse_broker_url
+    from edgefleet.edge._telemetry import TelemetryAgent, TelemetryConfig
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/telemetry.db")
+    create_tables(engine)
+    store = TelemetryStore(engine)
+    out, ca, port = broker["out"], broker["ca"], broker["port"]
+    ingester = Ingester(
+        parse_broker_url(f"mqtts://localhost:{port}", ca_file=ca, cert_file=out / "localhost.pem",
+                         key_file=out / "localhost.key"),
+        store, client_id=f"ingest-{uuid.uuid4().hex[:6]}", fleet=FLEET,
+    )  # fmt: skip
+    ingester.start()
+
+    def agent(claimed: str, cert: str) -> TelemetryAgent:
+        cfg = TelemetryConfig(
+            fleet=FLEET, device_id=claimed, broker=f"mqtts://localhost:{port}", ca_file=ca,
+            cert_file=out / f"{cert}.pem", key_file=out / f"{cert}.key", interval_s=0.5,
+            spool_path=tmp_path / f"{claimed}-spool.db", gpu="none",
+        )  # fmt: skip
+        a = TelemetryAgent(cfg, agent_version="test")
+        a.start()
+        return a
+
+    honest = agent("cam-01", "cam-01")
+    impostor = agent("cam-02", "cam-01")  # cam-01's certificate, cam-02's topics
+    try:
+        wait_for(
+            "cam-01's telemetry stored",
+            lambda: any(d.device_id == "cam-01" and d.online for d in store.devices(fleet=FLEET)),
+            20,
+        )
+        time.sleep(2.0)
+        assert not any(d.device_id == "cam-02" for d in store.devices(fleet=FLEET))
+    finally:
+        honest.stop()
+        impostor.stop()
+        ingester.stop()

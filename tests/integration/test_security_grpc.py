@@ -207,13 +207,15 @@ def test_real_agent_over_mutual_tls_is_known_by_its_certificate(
 
     s = secured
     model = yolo_package(tmp_path / "model")
-    out = pki["out"]
+    out = tmp_path / "certs"  # its own certificates: other tests in this module revoke some
+    certs("issue", "--device", "cam-07", "--ca-dir", str(pki["ca"]), "--out-dir", str(out))
+    certs("issue", "--device", "cam-08", "--ca-dir", str(pki["ca"]), "--out-dir", str(out))
     config = {
-        "device_id": "cam-02",
+        "device_id": "cam-07",
         "labels": {"site": "tls-lab"},
         "controller": {
             "address": s.address,
-            "tls": {"ca": str(pki["ca"] / "ca.pem"), "cert": str(out / "cam-02.pem"), "key": str(out / "cam-02.key")},
+            "tls": {"ca": str(pki["ca"] / "ca.pem"), "cert": str(out / "cam-07.pem"), "key": str(out / "cam-07.key")},
         },
         "require_signature": False,
         "state_dir": str(tmp_path / "state"),
@@ -225,7 +227,7 @@ def test_real_agent_over_mutual_tls_is_known_by_its_certificate(
         device = wait_for(
             "the TLS agent online with its pipeline",
             lambda: next(
-                (d for d in s.admin.list_devices() if d.device_id == "cam-02" and d.online and d.pipelines), None
+                (d for d in s.admin.list_devices() if d.device_id == "cam-07" and d.online and d.pipelines), None
             ),
             45,
         )
@@ -234,9 +236,9 @@ def test_real_agent_over_mutual_tls_is_known_by_its_certificate(
         assert "without TLS" not in agent.text() and "plain text" not in agent.text().lower()
     finally:
         agent.kill(signal.SIGTERM)
-    # the same agent with another device's certificate cannot claim cam-02's identity
-    config["controller"]["tls"]["cert"] = str(out / "cam-01.pem")  # type: ignore[index]
-    config["controller"]["tls"]["key"] = str(out / "cam-01.key")  # type: ignore[index]
+    # the same agent with another device's certificate cannot claim cam-07's identity
+    config["controller"]["tls"]["cert"] = str(out / "cam-08.pem")  # type: ignore[index]
+    config["controller"]["tls"]["key"] = str(out / "cam-08.key")  # type: ignore[index]
     config["state_dir"] = str(tmp_path / "state2")
     (tmp_path / "agent2.yaml").write_text(yaml.safe_dump(config))
     impostor = Proc([EDGEFLEET, "agent", "--config", str(tmp_path / "agent2.yaml")], tmp_path / "agent2.log").start()

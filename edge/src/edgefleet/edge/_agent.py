@@ -74,7 +74,7 @@ class Agent:
         self.hosts: dict[str, PipelineHost] = {}
         self.status_interval_s = 5.0
         self.connected = asyncio.Event()
-        self._out: asyncio.Queue[agent_pb2.AgentMessage] | None = None
+        self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
         self._inflight: set[str] = set()
         self._apply_lock = asyncio.Lock()
         self._generation = 0
@@ -213,13 +213,13 @@ class Agent:
         async with controller_channel(c, options) as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), c.connect_timeout_s)
-            out: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue(maxsize=1000)
+            out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue(maxsize=1000)
             hello = self._hello()
 
             async def requests() -> AsyncIterator[agent_pb2.AgentMessage]:
                 yield hello
-                while True:
-                    yield await out.get()
+                while (msg := await out.get()) is not None:  # None: the session is over
+                    yield msg
 
             call = stub.Connect(requests(), timeout=c.stream_max_s)
             stopper = asyncio.create_task(stop.wait())
@@ -243,6 +243,17 @@ class Agent:
                 stopper.cancel()
                 if status_task is not None:
                     status_task.cancel()
+                # End the request stream before the channel closes: otherwise gRPC's task feeding it stays
+                # blocked on the queue and asyncio reports it destroyed when a stream was refused.
+                self._out = None
+                while True:
+                    try:
+                        out.put_nowait(None)
+                        break
+                    except asyncio.QueueFull:
+                        out.get_nowait()
+                call.cancel()
+                await asyncio.sleep(0.01)
 
     def _send(self, msg: agent_pb2.AgentMessage) -> None:
         q = self._out

@@ -281,6 +281,7 @@ def main() -> int:
                     if elapsed - deployed > 120:
                         raise SystemExit(f"demo: the swap did not happen in 120 s; see {out / 'agent.log'}")
                 live.update(table(elapsed, device, rows, phase))
+        console.print()
         rollout = client.rollout()
         stop(agent)
         agent = None

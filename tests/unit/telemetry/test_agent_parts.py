@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from edgefleet.cloud._telemetry import _cli as tcli
+from edgefleet.cloud import _telemetry_cli as tcli
 from edgefleet.edge import _telemetry as tel
 from edgefleet.sdk import PipelineStats, StageStats, StreamStats
 

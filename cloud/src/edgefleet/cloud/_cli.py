@@ -72,6 +72,19 @@ def _console() -> Any:
     return Console()
 
 
+def _show(obj: Any, as_json: bool, render: Any) -> None:
+    """``--json``: the message as JSON on stdout; otherwise ``render(obj)``'s rich renderables."""
+    from ._cli_render import emit_json
+
+    if as_json:
+        emit_json(obj)
+        return
+    items = render(obj)
+    console = _console()
+    for item in items if isinstance(items, list) else [items]:
+        console.print(item)
+
+
 def register(cli: Any) -> None:
     app: typer.Typer = cli.app
     _controller_commands(cli.group("controller", "Run the edgefleet controller (gRPC)."))
@@ -224,14 +237,11 @@ def _model_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List the model versions in the controller's registry."""
-        from ._cli_render import emit_json, models_table
+        from ._cli_render import models_table
 
         with _user_errors(), _client(controller) as fleet:
             models = fleet.list_models(name)
-        if as_json:
-            emit_json(models)
-        else:
-            _console().print(models_table(models))
+        _show(models, as_json, models_table)
 
 
 def _device_commands(grp: typer.Typer) -> None:
@@ -242,29 +252,21 @@ def _device_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List devices (optionally those matching every key=value)."""
-        from ._cli_render import devices_table, emit_json
+        from ._cli_render import devices_table
 
         sel = _pairs(selector or [], "--selector")
         with _user_errors(), _client(controller) as fleet:
             devices = fleet.list_devices(sel)
-        if as_json:
-            emit_json(devices)
-        else:
-            _console().print(devices_table(devices))
+        _show(devices, as_json, devices_table)
 
     @grp.command("show", no_args_is_help=True)
     def show(device_id: str, controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:
         """One device: capabilities, pipelines, health and desired state."""
-        from ._cli_render import device_detail, emit_json
+        from ._cli_render import device_detail
 
         with _user_errors(), _client(controller) as fleet:
             d = fleet.get_device(device_id)
-        if as_json:
-            emit_json(d)
-        else:
-            console = _console()
-            for item in device_detail(d):
-                console.print(item)
+        _show(d, as_json, device_detail)
 
     @grp.command("label", no_args_is_help=True)
     def label(
@@ -302,7 +304,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Roll a model version out to the devices matching --to, wave by wave."""
-        from ._cli_render import emit_json, rollout_tables
+        from ._cli_render import rollout_tables
 
         sel = _pairs(to, "--to")
         wave_list = [w.strip() for w in waves.split(",") if w.strip()]
@@ -316,12 +318,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
             )
-        if as_json:
-            emit_json(r)
-        else:
-            console = _console()
-            for item in rollout_tables(r):
-                console.print(item)
+        _show(r, as_json, rollout_tables)
 
     @grp.command("status")
     def status(
@@ -330,16 +327,11 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Show a rollout's waves and every device's state."""
-        from ._cli_render import emit_json, rollout_tables
+        from ._cli_render import rollout_tables
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
-        if as_json:
-            emit_json(r)
-        else:
-            console = _console()
-            for item in rollout_tables(r):
-                console.print(item)
+        _show(r, as_json, rollout_tables)
 
     @grp.command("ls")
     def ls(controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:

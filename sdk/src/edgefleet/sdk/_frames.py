@@ -209,9 +209,3 @@ class FrameQueue:
         with self._cond:
             self.finished = True
             self._cond.notify_all()
-
-    def clear(self) -> None:
-        with self._cond:
-            while self._items:
-                self._items.popleft().release()
-            self._cond.notify_all()

@@ -102,11 +102,6 @@ class CopyCounter:
             self._counts[kind] += 1
             self._bytes[kind] += nbytes
 
-    @property
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
     def snapshot(self) -> dict[str, dict[str, int]]:
         with self._lock:
             return {"counts": dict(self._counts), "bytes": dict(self._bytes)}

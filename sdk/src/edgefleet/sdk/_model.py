@@ -246,10 +246,6 @@ class ModelSlot:
             else:
                 self._retired[id(model)] = model
 
-    def in_flight(self, model: LoadedModel) -> int:
-        with self._lock:
-            return self._leases.get(id(model), 0)
-
     def close(self, timeout: float = 5.0) -> None:
         with self._lock:
             self._lock.wait_for(lambda: all(v == 0 for v in self._leases.values()), timeout)

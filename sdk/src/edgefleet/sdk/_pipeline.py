@@ -207,10 +207,6 @@ class Pipeline:
     def specs(self) -> list[SourceSpec]:
         return list(self._specs)
 
-    @property
-    def stream_ids(self) -> list[str]:
-        return [s.stream_id for s in self._specs]
-
     def start(self) -> Pipeline:
         """Load the model, open the sinks and start every thread. Errors in loading raise here."""
         if self._state != "created":

@@ -83,10 +83,6 @@ class SourceRunner:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     # --- opening -----------------------------------------------------------------------------------
     def _open(self, *, reopening: bool = False) -> bool:
         """Open the source; live sources retry until ``stop``. Returns False when stopped first.

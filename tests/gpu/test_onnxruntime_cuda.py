@@ -34,6 +34,7 @@ def test_iobinding_matches_cpu(ort_cuda: str, nanodet: Path) -> None:
     gbuf.array.copy_from_host(host)
     for n in (4, 1, 3):
         g = gpu.backend.infer(gbuf, n)
+        assert gbuf.handle.bound_rows == 4  # pad_batch: one input shape whatever the batch size
         c = cpu.backend.infer(cbuf, n)
         assert set(g) == set(c)
         for name in c:
@@ -78,6 +79,34 @@ def test_gpu_candidate_filter_gives_cpu_detections(ort_cuda: str, tmp_path: Path
         for dg, dw in zip(g.detections, w.detections, strict=True):
             assert dg.score == pytest.approx(dw.score, abs=1e-4)
             np.testing.assert_allclose(dg.box, dw.box, atol=0.5)
+    gpu.close()
+    cpu.close()
+
+
+def test_symbolic_output_dims_are_learned_then_bound_and_filtered(ort_cuda: str, tmp_path: Path) -> None:
+    """An exporter's symbolic anchor dimension: ORT allocates the output on the first run, then it is
+    preallocated and bound, and the GPU candidate filter engages; detections equal the CPU's every time."""
+    from tests.support.onnx_models import yolo_package
+
+    pkg = load_package(yolo_package(tmp_path / "y", symbolic_anchors=True))
+    gpu = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=2, warmup=False, buffers=1)
+    out = gpu.backend.outputs[0]  # type: ignore[attr-defined]
+    assert out.shape[2] <= 0  # unknown to ORT before a run
+    assert gpu.backend.filter_candidates(out.name, len(pkg.labels), 0.25, capacity=4)  # type: ignore[attr-defined]
+    cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=2, warmup=False)
+    frames = [np.full((48, 64, 3), 90, np.uint8), np.full((64, 64, 3), 30, np.uint8)]
+    want = _run_model(cpu, frames)
+    bindings = [b.handle for b in gpu.buffers.queue]  # type: ignore[attr-defined]
+    assert all(b.candidate_counts is None for b in bindings)
+    for _ in range(2 * len(bindings)):  # each buffer: a first run (ORT allocates), then a bound one
+        got = _run_model(gpu, frames)
+        for g, w in zip(got, want, strict=True):
+            assert [(d.label, round(d.score, 4)) for d in g.detections] == [
+                (d.label, round(d.score, 4)) for d in w.detections
+            ]
+    for b in bindings:
+        assert b.outputs[out.name] is not None  # learned on its first run
+        assert b.candidate_counts.tolist() == [3, 3]  # then filtered on the GPU
     gpu.close()
     cpu.close()
 

@@ -34,12 +34,17 @@ def constant_head_model(
     dynamic_batch: bool = True,
     layout: str = "NCHW",
     nan_above: float | None = None,
+    symbolic_last_dim: bool = False,
 ) -> None:
-    """Output = const broadcast over the batch: (N, *const.shape[1:]). ``const`` has a leading 1."""
+    """Output = const broadcast over the batch: (N, *const.shape[1:]). ``const`` has a leading 1.
+    ``symbolic_last_dim``: the graph declares its output's last dimension as a name (as exporters often
+    do for a detector's anchors), so ONNX Runtime reports it as unknown until a run."""
     batch: Any = "batch" if dynamic_batch else 1
     shape = [batch, 3, size, size] if layout == "NCHW" else [batch, size, size, 3]
     x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, shape)
-    out_shape = [batch, *const.shape[1:]]
+    out_shape: list[Any] = [batch, *const.shape[1:]]
+    if symbolic_last_dim:
+        out_shape[-1] = "anchors"
     y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, out_shape)
     rank = len(const.shape)
     nodes = [
@@ -52,14 +57,38 @@ def constant_head_model(
         numpy_helper.from_array(np.zeros((1,) * rank, np.float32), "zero"),
         numpy_helper.from_array(const.astype(np.float32), "const"),
     ]
+    if symbolic_last_dim:
+        # const's last dimension sliced to a length computed from the input's shape at run time: shape
+        # inference cannot know it (the values are the same)
+        last = const.shape[-1]
+        nodes += [
+            helper.make_node("Shape", [input_name], ["in_shape"]),
+            helper.make_node("Slice", ["in_shape", "i1", "i2"], ["in_dim"]),  # channels (3)
+            helper.make_node("Mul", ["in_dim", "last"], ["in_dim_x"]),
+            helper.make_node("Div", ["in_dim_x", "three"], ["end"]),
+            helper.make_node("Slice", ["const_padded", "zero_i", "end", "axis_last"], ["const_dyn"]),
+        ]
+        padded = np.concatenate([const, np.zeros((*const.shape[:-1], 4), const.dtype)], axis=-1)
+        inits += [
+            numpy_helper.from_array(np.array([1], np.int64), "i1"),
+            numpy_helper.from_array(np.array([2], np.int64), "i2"),
+            numpy_helper.from_array(np.array([last], np.int64), "last"),
+            numpy_helper.from_array(np.array([3], np.int64), "three"),
+            numpy_helper.from_array(np.array([0], np.int64), "zero_i"),
+            numpy_helper.from_array(np.array([rank - 1], np.int64), "axis_last"),
+            numpy_helper.from_array(padded.astype(np.float32), "const_padded"),
+        ]
+        const_name = "const_dyn"
+    else:
+        const_name = "const"
     if nan_above is None:
-        nodes.append(helper.make_node("Add", ["z", "const"], [output_name]))
+        nodes.append(helper.make_node("Add", ["z", const_name], [output_name]))
     else:
         # NaN wherever the mean input value exceeds nan_above: a model that breaks on some scenes only
         nodes += [
             helper.make_node("Greater", ["m2", "thr"], ["hot"]),
             helper.make_node("Where", ["hot", "nan", "z"], ["zn"]),
-            helper.make_node("Add", ["zn", "const"], [output_name]),
+            helper.make_node("Add", ["zn", const_name], [output_name]),
         ]
         inits += [
             numpy_helper.from_array(np.full((1,) * rank, nan_above, np.float32), "thr"),
@@ -141,13 +170,21 @@ def yolo_package(
     dynamic_batch: bool = True,
     nan: bool = False,
     nan_above: float | None = None,
+    symbolic_anchors: bool = False,
 ) -> Path:
     boxes = boxes if boxes is not None else [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (10, 10, 8, 8, 1, 0.7)]
     const = yolo_const(len(labels), boxes)
     if nan:
         const[0, 0, 0] = np.nan
     root.mkdir(parents=True, exist_ok=True)
-    constant_head_model(root / "model.onnx", const, size=size, dynamic_batch=dynamic_batch, nan_above=nan_above)
+    constant_head_model(
+        root / "model.onnx",
+        const,
+        size=size,
+        dynamic_batch=dynamic_batch,
+        nan_above=nan_above,
+        symbolic_last_dim=symbolic_anchors,
+    )
     batch = -1 if dynamic_batch else 1
     return write_package(
         root,

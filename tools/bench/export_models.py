@@ -9,11 +9,14 @@ architecture; the detector is YOLOv8n-shaped (width 0.25, depth 0.33: C2f backbo
 decoupled DFL head, output (N, 84, 8400) in the Ultralytics export layout) written here from the
 published architecture, with a near-silent class head (weights x 0.01, bias -12) so random weights do not
 flood NMS: the detector's post-processing cost is that of an empty scene (NanoDet on the real clip gives
-the realistic load). FP16 models are exported from the half-precision module on the GPU.
+the realistic load). Its BatchNorm statistics are measured on random images first (see
+calibrated_detector), and the FP32 and FP16 detectors share weights. FP16 models are exported from the
+half-precision module on the GPU.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -125,6 +128,24 @@ class YoloV8nShaped(nn.Module):
         return torch.cat([xywh, cls.sigmoid()], 1)
 
 
+def calibrated_detector(nc: int) -> nn.Module:
+    """The detector with BatchNorm statistics measured on random images. At initialisation the
+    activations grow layer by layer, overflow FP16 and saturate the class head (every anchor a
+    "detection"); with measured statistics they stay O(1), so the model behaves numerically like a
+    trained one, and the FP32 and FP16 exports share these weights."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    model = YoloV8nShaped(nc).to(dev)
+    for mod in model.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.momentum = None  # cumulative average over the calibration batches
+            mod.reset_running_stats()
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.rand(8, 3, 640, 640, device=dev))
+    return model.eval()
+
+
 def _export(model: nn.Module, size: int, out: Path, half: bool, in_name: str, out_name: str) -> None:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.eval().to(dev)
@@ -150,6 +171,7 @@ def main(root: Path) -> None:
     torch.manual_seed(0)
     coco = (Path(__file__).resolve().parents[2] / "models/nanodet-m/labels.txt").read_text().split("\n")
     coco = [c for c in coco if c.strip()]
+    detector = calibrated_detector(len(coco))
     for prec in ("fp32", "fp16"):
         dtype = "float32" if prec == "fp32" else "float16"
         d = root / f"resnet50-{prec}"
@@ -176,7 +198,7 @@ def main(root: Path) -> None:
             )
         d = root / f"yolov8n-{prec}"
         if not (d / "manifest.yaml").exists():
-            _export(YoloV8nShaped(len(coco)), 640, d, prec == "fp16", "images", "output0")
+            _export(copy.deepcopy(detector), 640, d, prec == "fp16", "images", "output0")
             write_package(
                 d,
                 name="yolov8n-shaped",

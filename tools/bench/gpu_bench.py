@@ -11,6 +11,8 @@ what it measured):
             (d) the same with the NVDEC source; S streams of the clip, frames/s, p95 latency, copies/frame
   density   streams paced at the clip's 30 fps (realtime): does p95 end-to-end latency stay <= 100 ms
             with no drops at S streams?
+  decode    the sources alone (no model): S threads reading the clip into their frame slots, CPU (OpenCV
+            into pinned slots) and NVDEC; the decode ceiling each (c)/(d) figure is judged against
 """
 
 from __future__ import annotations
@@ -92,35 +94,34 @@ def bench_raw(rec: Recorder, models: dict[str, Path], batches: list[int], second
     for name, path in models.items():
         pkg = load_package(path)
         top = max(batches)
-        for graph in (False, True):
-            m = load_model(pkg, OnnxRuntimeConfig(cuda_graph=graph), device="cuda:0", max_batch=top, warmup=False)
+        for b, graph in [(b, False) for b in batches] + [(top, True)]:
+            # the buffer holds exactly b rows: every run is a full one, as a saturated pipeline's are
+            m = load_model(pkg, OnnxRuntimeConfig(cuda_graph=graph), device="cuda:0", max_batch=b, warmup=False)
             buf = m.buffers.get_nowait()
             dev = as_device_array(buf.array)
             dev.copy_from_host(np.random.default_rng(0).random(dev.shape).astype(dev.dtype))
-            for b in batches if not graph else [top]:
-                if graph and b != buf.capacity:
-                    continue
-                for _ in range(3):
-                    m.backend.infer(buf, b)
-                n, t0 = 0, time.perf_counter()
-                lat = []
-                while time.perf_counter() - t0 < seconds:
-                    t1 = time.perf_counter()
-                    m.backend.infer(buf, b)
-                    lat.append(time.perf_counter() - t1)
-                    n += 1
-                dt = time.perf_counter() - t0
-                rec.add(
-                    {
-                        "suite": "raw",
-                        "model": name,
-                        "batch": b,
-                        "cuda_graph": graph,
-                        "images_per_s": round(n * b / dt, 1),
-                        "batch_ms_p50": round(float(np.median(lat)) * 1e3, 3),
-                        "note": "backend.infer: device input, ORT run_with_iobinding, outputs copied to host",
-                    }
-                )
+            for _ in range(3):
+                m.backend.infer(buf, b)
+            n, t0 = 0, time.perf_counter()
+            lat = []
+            while time.perf_counter() - t0 < seconds:
+                t1 = time.perf_counter()
+                m.backend.infer(buf, b)
+                lat.append(time.perf_counter() - t1)
+                n += 1
+            dt = time.perf_counter() - t0
+            rec.add(
+                {
+                    "suite": "raw",
+                    "model": name,
+                    "batch": b,
+                    "cuda_graph": graph,
+                    "images_per_s": round(n * b / dt, 1),
+                    "batch_ms_p50": round(float(np.median(lat)) * 1e3, 3),
+                    "note": "backend.infer: device input, ORT run_with_iobinding, outputs (detector: GPU-filtered "
+                    "candidates) copied to host",
+                }
+            )
             m.close()
 
 
@@ -161,6 +162,59 @@ def bench_naive(rec: Recorder, models: dict[str, Path], clip: Path, batches: lis
                     "frames": done,
                     "fps": round(done / dt, 1),
                     "note": "one thread: cv2 decode, CPU letterbox, session.run(host)",
+                }
+            )
+
+
+def _read_frames(src: Any, per: int, counts: list[int], i: int, errors: list[str]) -> None:
+    from edgefleet.sdk._frames import frame_allocator
+
+    try:
+        src.open()
+        h, w = src.frame_shape() or (1080, 1920)
+        slots = [src.frame_allocator(frame_allocator("cuda:0"))((h, w, 3)) for _ in range(2)]
+        while counts[i] < per:
+            if src.read(slots[counts[i] % 2]) is None:
+                break
+            counts[i] += 1
+    except Exception as exc:  # recorded, not raised: one cell must not end the suite
+        errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        src.close()
+
+
+# --- decode ceiling --------------------------------------------------------------------------------
+def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[str], frames_total: int) -> None:
+    import threading
+
+    from edgefleet.sdk._sources import create_source, parse_source
+
+    for dec in decoders:
+        for s in streams:
+            per = min(600, max(60, frames_total // s))
+            uri = f"nvdec:{clip}" if dec == "nvdec" else str(clip)
+            sources = [create_source(parse_source(uri, i)) for i in range(s)]
+            counts = [0] * s
+            errors: list[str] = []
+
+            threads = [
+                threading.Thread(target=_read_frames, args=(sources[i], per, counts, i, errors)) for i in range(s)
+            ]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            dt = time.perf_counter() - t0
+            rec.add(
+                {
+                    "suite": "decode",
+                    "decode": dec,
+                    "streams": s,
+                    "frames": sum(counts),
+                    "fps": round(sum(counts) / dt, 1),
+                    "note": "sources only, opened inside the timing (a few ms each); no model",
+                    **({"errors": errors[:3]} if errors else {}),
                 }
             )
 
@@ -208,6 +262,7 @@ def _pipeline(
         "copies": s.copies["counts"],
         "dropped": s.dropped,
         "mean_batch": round(s.mean_batch, 2),
+        "detections_per_frame": round(sum(s.detections_by_label.values()) / max(1, s.results), 2),
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
     }
 
@@ -294,7 +349,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--only", default="", help="comma list of model names to measure (default: all)")
     ap.add_argument("--streams", default="1,4,16,64", help="stream counts of the pipeline suite")
-    ap.add_argument("--density-streams", default="16,32,64")
+    ap.add_argument("--density-streams", default="16,32,48,64")
     args = ap.parse_args(argv)
     rec = Recorder(args.out, argv)
     suites = args.suite.split(",")
@@ -327,6 +382,8 @@ def main(argv: list[str]) -> None:
                     ["cpu", "nvdec"],
                     2400,
                 )
+            elif suite == "decode":
+                bench_decode(rec, args.clip, stream_counts, ["cpu", "nvdec"], 2400)
             elif suite == "density" and "yolov8n-fp16" in models:
                 bench_density(
                     rec,

@@ -84,7 +84,8 @@ def test_contract_batch_rows_match_single_runs(backend: Backend, nanodet: Path, 
         _fill(backend, single, [frame], nanodet)
         one = backend.infer(single, 1)
         for name in one:
-            np.testing.assert_allclose(batched[name][i], one[name][0], atol=2e-3, rtol=1e-3)
+            # GPU kernels are chosen per batch size (and the CUDA EP uses TF32): a few 1e-3 differences
+            np.testing.assert_allclose(batched[name][i], one[name][0], atol=5e-3, rtol=1e-3)
 
 
 def test_contract_is_deterministic_and_buffers_are_reusable(backend: Backend, nanodet: Path, clip: Path) -> None:

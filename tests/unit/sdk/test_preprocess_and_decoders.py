@@ -194,3 +194,86 @@ def test_app_registered_decoder_is_used(toy_models: dict[str, Path], tmp_path: P
         results = list(p.results())
     assert len(results) == 3
     assert all(r.raw is not None and float(r.raw["max"]) == pytest.approx(33.0) for r in results)
+
+
+def _yolo_reference(out: np.ndarray, threshold: float) -> list[list[tuple[int, float, tuple[float, ...]]]]:
+    """The frame-at-a-time algorithm the batch decoder replaced: widen to float32, argmax per anchor."""
+    from edgefleet.sdk._decoders._nms import nms as ref_nms
+
+    out = np.asarray(out, np.float32).transpose(0, 2, 1)
+    frames = []
+    for pred in out:
+        classes = pred[:, 4:].argmax(axis=1)
+        scores = pred[np.arange(pred.shape[0]), 4 + classes]
+        m = scores > threshold
+        xywh = pred[m, :4]
+        boxes = np.stack(
+            [
+                xywh[:, 0] - xywh[:, 2] / 2,
+                xywh[:, 1] - xywh[:, 3] / 2,
+                xywh[:, 0] + xywh[:, 2] / 2,
+                xywh[:, 1] + xywh[:, 3] / 2,
+            ],
+            axis=1,
+        )
+        keep = ref_nms(boxes, scores[m], classes[m], 0.45, 100)
+        frames.append([(int(classes[m][k]), float(scores[m][k]), tuple(boxes[k].tolist())) for k in keep])
+    return frames
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_yolo_batch_decoder_matches_the_per_frame_reference(toy_models: dict[str, Path], dtype: type) -> None:
+    from edgefleet.sdk._decoders._detection import YoloDecoder
+
+    pkg = load_package(toy_models["yolo"])
+    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    rng = np.random.default_rng(7)
+    n, classes, anchors = 6, len(pkg.labels), 300
+    out = np.empty((n, 4 + classes, anchors), np.float32)
+    out[:, :2] = rng.uniform(0, 64, (n, 2, anchors))
+    out[:, 2:4] = rng.uniform(2, 20, (n, 2, anchors))
+    out[:, 4:] = rng.uniform(0, 1, (n, classes, anchors)) ** 6  # mostly low scores, some above 0.25
+    out[2, 4:] = 0.0  # a frame with no candidate at all
+    out[4, 4:, :5] = 0.5  # ties between classes: the first class wins, as argmax does
+    out = out.astype(dtype)
+    t = compute_transform(64, 64, pkg.manifest.input)
+    got = dec.decode({"output0": out}, [t] * n)
+    ref = _yolo_reference(out, dec.p.score_threshold)
+    assert sum(len(r) for r in ref) > 20
+    assert ref[2] == [] and got[2].detections == ()
+    for d, r in zip(got, ref, strict=True):
+        assert [x.class_id for x in d.detections] == [c for c, _, _ in r]
+        np.testing.assert_allclose([x.score for x in d.detections], [s for _, s, _ in r], rtol=1e-6)
+        want = [t.to_source(np.array([b], np.float32))[0] for _, _, b in r]
+        np.testing.assert_allclose(
+            np.reshape([x.box for x in d.detections], (-1, 4)), np.reshape(want, (-1, 4)), atol=1e-4
+        )
+
+
+def test_nanodet_batch_decoder_matches_frame_by_frame(nanodet: Path) -> None:
+    """Decoding a batch gives each frame exactly what decoding it alone gives."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    rng = np.random.default_rng(3)
+    n = 4
+    outs = {}
+    for o in p.manifest.outputs:
+        shape = (n, *o.shape[1:])
+        outs[o.name] = (
+            (rng.uniform(0, 1, shape) ** 12).astype(np.float32)
+            if o.name.startswith("cls_")
+            else rng.normal(0, 2, shape).astype(np.float32)
+        )
+    outs["cls_8"][1] = 0.0
+    outs["cls_16"][1] = 0.0
+    outs["cls_32"][1] = 0.0  # frame 1: nothing
+    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
+    batch = dec.decode(outs, ts)
+    assert batch[1].detections == ()
+    assert sum(len(d.detections) for d in batch) > 10
+    for i in range(n):
+        (alone,) = dec.decode({k: v[i : i + 1] for k, v in outs.items()}, [ts[i]])
+        assert alone == batch[i]

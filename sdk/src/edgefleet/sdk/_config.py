@@ -38,6 +38,12 @@ class OnnxRuntimeConfig(_Strict):
     intra_op_threads: int | None = Field(None, ge=1, le=256, description="CPU threads per inference")
     io_binding: bool = Field(True, description="Bind device buffers (CUDA) so nothing round-trips the host")
     cuda_graph: bool = Field(False, description="Capture the CUDA EP run in a CUDA graph (fixed shapes)")
+    pad_batch: bool = Field(
+        True,
+        description="CUDA: run every batch at the input buffer's full size (one input shape). ONNX Runtime's "
+        "CUDA EP re-plans its convolutions whenever the input shape changes, which costs far more than the "
+        "padding rows (docs/gpu.md); the padding rows' outputs are never read",
+    )
     fp16: bool = Field(False, description="TensorRT EP: allow FP16 kernels")
 
 

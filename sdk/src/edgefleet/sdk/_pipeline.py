@@ -244,7 +244,11 @@ class Pipeline:
             self._streams[spec.stream_id] = metrics
             policy = OverflowPolicy.DROP_OLDEST if spec.live else OverflowPolicy.BLOCK
             fq = FrameQueue(spec.queue_size, policy, self._cond)
-            in_flight = model.max_batch * (7 if hold else 1) + 1
+            # Slots a stream needs beyond its queue: its share of the batches in flight (frames go back to
+            # the pool after preprocessing, or after the sinks when they draw on them). Sized by the share,
+            # not the whole batch: 64 streams of 1080p would otherwise pin ~15 GB of host memory.
+            share = -(-model.max_batch // len(self._specs))
+            in_flight = (share * 7 if hold else min(share * 2, model.max_batch)) + 1
             runner = SourceRunner(
                 create_source(spec),
                 fq,

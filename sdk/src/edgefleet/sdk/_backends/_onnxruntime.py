@@ -237,8 +237,8 @@ class OnnxRuntimeBackend(Backend):
         ``threshold`` on the GPU, so at most ``capacity`` columns per frame come back (the full tensor
         when a frame has more). Returns False where it does not apply (CPU, other layouts)."""
         spec = next((o for o in self.outputs if o.name == output), None)
-        if not self._on_device or spec is None or len(spec.shape) != 3 or spec.shape[1] != 4 + num_classes:
-            return False
+        if not self._on_device or spec is None or len(spec.shape) != 3 or spec.shape[1] not in (-1, 4 + num_classes):
+            return False  # (exporters often leave dimensions symbolic: those are checked on each run)
         if spec.shape[2] > 0 and spec.shape[2] <= capacity:
             return False  # nothing to gain
         self._candidates = (output, num_classes, float(threshold), capacity)

@@ -38,20 +38,19 @@ class ClassificationDecoder(Decoder):
         else:
             probs = logits
         k = min(self.p.top_k, probs.shape[1])
-        results = []
-        for row in probs:
-            top = np.argpartition(-row, k - 1)[:k]
-            top = top[np.argsort(-row[top], kind="stable")]
-            results.append(
-                Decoded(
-                    classifications=tuple(
-                        Classification(int(c), self.ctx.label(int(c)), float(row[c]))
-                        for c in top
-                        if row[c] >= self.p.score_threshold
-                    )
+        top = np.argpartition(-probs, k - 1, axis=1)[:, :k]  # the whole batch at once
+        order = np.argsort(-np.take_along_axis(probs, top, axis=1), axis=1, kind="stable")
+        top = np.take_along_axis(top, order, axis=1)
+        scores = np.take_along_axis(probs, top, axis=1)
+        label, threshold = self.ctx.label, self.p.score_threshold
+        return [
+            Decoded(
+                classifications=tuple(
+                    Classification(c, label(c), s) for c, s in zip(ids, row, strict=True) if s >= threshold
                 )
             )
-        return results
+            for ids, row in zip(top.tolist(), scores.tolist(), strict=True)
+        ]
 
 
 class RawParams(DecoderParams):

@@ -1,0 +1,274 @@
+"""Where the GPU pipeline's time goes (run on the GPU machine; prints one JSON line per probe).
+
+    python tools/bench/gpu_probe.py shapes   --model DIR           # infer at a fixed vs a varying batch size
+    python tools/bench/gpu_probe.py contend  --model DIR --clip C  # infer while K threads decode the clip
+    python tools/bench/gpu_probe.py pipeline --model DIR --clip C --streams S [--nvdec]
+                                                                  # stage times, infer split into run/fetch
+    python tools/bench/gpu_probe.py decode --clip C --streams S [--nvdec]
+                                       # decode alone: a thread per stream, T round-robin threads, P processes
+
+Diagnostics for docs/gpu.md's analysis, not a benchmark of record (gpu_bench.py is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _ms(xs: list[float]) -> dict[str, float]:
+    a = np.asarray(xs) * 1e3 if xs else np.zeros(1)
+    return {"p50": round(float(np.percentile(a, 50)), 3), "p95": round(float(np.percentile(a, 95)), 3)}
+
+
+def _load(model: Path, batch: int, graph: bool = False, pad: bool = True) -> Any:
+    from edgefleet.sdk import OnnxRuntimeConfig, load_package
+    from edgefleet.sdk._model import load_model
+
+    cfg = OnnxRuntimeConfig(cuda_graph=graph, pad_batch=pad)
+    return load_model(load_package(model), cfg, device="cuda:0", max_batch=batch)
+
+
+def probe_shapes(model: Path, batch: int, iters: int) -> None:
+    """The same runs with the batch size varying from run to run, padded to the buffer or not."""
+    rng = np.random.default_rng(0)
+    sizes = [int(x) for x in rng.integers(1, batch + 1, iters)]
+    for pad in (False, True):
+        m = _load(model, batch, pad=pad)
+        buf = m.buffers.get_nowait()
+        for n in range(1, batch + 1):
+            m.backend.infer(buf, n)
+        for label, ns in (("fixed", [batch] * iters), ("varying", sizes)):
+            lat = []
+            for n in ns:
+                t = time.perf_counter()
+                m.backend.infer(buf, n)
+                lat.append(time.perf_counter() - t)
+            rec = {"probe": "shapes", "model": model.name, "pad_batch": pad, "mode": label}
+            print(json.dumps({**rec, "batch_ms": _ms(lat), "mean_n": float(np.mean(ns))}))
+        m.close()
+
+
+def probe_contend(model: Path, clip: Path, batch: int, threads: list[int], seconds: float) -> None:
+    import cv2
+
+    m = _load(model, batch)
+    buf = m.buffers.get_nowait()
+    for k in threads:
+        stop = threading.Event()
+
+        def decode(stop: threading.Event = stop) -> None:
+            cap = cv2.VideoCapture(str(clip))
+            while not stop.is_set():
+                ok, _ = cap.read()
+                if not ok:
+                    cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+
+        ts = [threading.Thread(target=decode, daemon=True) for _ in range(k)]
+        for t in ts:
+            t.start()
+        time.sleep(0.5)
+        lat = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            t1 = time.perf_counter()
+            m.backend.infer(buf, batch)
+            lat.append(time.perf_counter() - t1)
+        stop.set()
+        for t in ts:
+            t.join()
+        print(json.dumps({"probe": "contend", "decode_threads": k, "batch_ms": _ms(lat)}))
+    m.close()
+
+
+class Sampler(threading.Thread):
+    """Counts where each thread is (innermost frame in this repository or a library) every ``period``
+    seconds; a fallback where py-spy cannot attach. Biased by the GIL: it samples when it gets it."""
+
+    def __init__(self, period: float = 0.005) -> None:
+        super().__init__(daemon=True)
+        self.period = period
+        self.counts: dict[str, int] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        names = {}
+        while not self.stop.wait(self.period):
+            for t in threading.enumerate():
+                names[t.ident] = t.name
+            for ident, frame in sys._current_frames().items():
+                if ident == self.ident:
+                    continue
+                f, parts = frame, []
+                while f is not None and len(parts) < 3:
+                    parts.append(f"{Path(f.f_code.co_filename).name}:{f.f_lineno}:{f.f_code.co_name}")
+                    f = f.f_back
+                key = f"{str(names.get(ident, ident)).split('-')[0:2]} " + " < ".join(parts)
+                self.counts[key] = self.counts.get(key, 0) + 1
+
+    def top(self, n: int = 40) -> list[tuple[str, int]]:
+        return sorted(self.counts.items(), key=lambda kv: -kv[1])[:n]
+
+
+def probe_pipeline(
+    model: Path, clip: Path, streams: int, batch: int, nvdec: bool, frames: int, switch: float, sample: bool
+) -> None:
+    from edgefleet.sdk import Pipeline
+    from edgefleet.sdk._backends import _ort_cuda
+
+    if switch > 0:
+        sys.setswitchinterval(switch)
+    run_t: list[float] = []
+    fetch_t: list[float] = []
+    orig_run, orig_fetch = _ort_cuda.DeviceBinding.run, _ort_cuda.DeviceBinding._fetch
+
+    def timed_fetch(self: Any, *args: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return orig_fetch(self, *args)
+        finally:
+            fetch_t.append(time.perf_counter() - t)
+
+    def timed_run(self: Any, n: int) -> Any:
+        t = time.perf_counter()
+        out = orig_run(self, n)
+        run_t.append(time.perf_counter() - t - (fetch_t[-1] if fetch_t else 0.0))
+        return out
+
+    _ort_cuda.DeviceBinding.run = timed_run  # type: ignore[method-assign]
+    _ort_cuda.DeviceBinding._fetch = timed_fetch  # type: ignore[method-assign]
+    src = f"nvdec:{clip}" if nvdec else str(clip)
+    times: list[float] = []
+    p = Pipeline(
+        model,
+        [src] * streams,
+        device="cuda:0",
+        max_batch=batch,
+        max_frames=frames,
+        batch_timeout_ms=5.0,
+        on_result=lambda r: times.append(time.monotonic()),
+    )
+    p.start()
+    backend = p.model.backend
+    bindings = [b.handle for b in p.model.buffers.queue]
+    sampler = Sampler() if sample else None
+    if sampler is not None:
+        sampler.start()
+    s = p.run()
+    if sampler is not None:
+        sampler.stop.set()
+        for key, count in sampler.top():
+            print(f"{count:6d}  {key}")
+    k = len(times) // 5
+    steady = (len(times) - 1 - k) / (times[-1] - times[k]) if len(times) > k + 1 else 0.0
+    print(
+        json.dumps(
+            {
+                "probe": "pipeline",
+                "model": model.name,
+                "streams": streams,
+                "nvdec": nvdec,
+                "switch_interval": sys.getswitchinterval(),
+                "fps": round(steady, 1),
+                "mean_batch": round(s.mean_batch, 2),
+                "stage_ms_p50": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
+                "ort_run_ms": _ms(run_t[k // 8 :]),
+                "fetch_ms": _ms(fetch_t[k // 8 :]),
+                "candidate_filter": getattr(backend, "_candidates", None),
+                "output_shapes": {k2: (None if a is None else list(a.shape)) for k2, a in bindings[0].outputs.items()},
+                "candidate_counts_max": [
+                    None if b.candidate_counts is None else int(b.candidate_counts.max()) for b in bindings
+                ],
+                "output_specs": [list(o.shape) for o in backend.outputs],
+            }
+        ),
+        flush=True,
+    )
+
+
+def _decode_streams(uri: str, streams: int, threads: int, frames: int) -> int:
+    """Decode ``streams`` copies of ``uri`` with ``threads`` threads, each serving its streams round-robin."""
+    from edgefleet.sdk._frames import frame_allocator
+    from edgefleet.sdk._sources import create_source, parse_source
+
+    sources = [create_source(parse_source(uri, i)) for i in range(streams)]
+    done = [0] * threads
+
+    def work(k: int) -> None:
+        mine = sources[k::threads]
+        slots = []
+        for src in mine:
+            src.open()
+            h, w = src.frame_shape() or (1080, 1920)
+            slots.append(src.frame_allocator(frame_allocator("cuda:0"))((h, w, 3)))
+        for _ in range(frames):
+            for src, slot in zip(mine, slots, strict=True):
+                if src.read(slot) is not None:
+                    done[k] += 1
+        for src in mine:
+            src.close()
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(done)
+
+
+def _decode_proc(args: tuple[str, int, int, int]) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    n = _decode_streams(*args)
+    return n, time.perf_counter() - t0
+
+
+def probe_decode(clip: Path, streams: int, nvdec: bool, frames: int) -> None:
+    import multiprocessing as mp
+
+    uri = f"nvdec:{clip}" if nvdec else str(clip)
+    for mode, threads, procs in (("thread-per-stream", streams, 1), ("round-robin", 4, 1), ("processes", 4, 4)):
+        if threads > streams:
+            continue
+        t0 = time.perf_counter()
+        if procs == 1:
+            n = _decode_streams(uri, streams, threads, frames)
+        else:
+            per = streams // procs
+            with mp.get_context("spawn").Pool(procs) as pool:
+                n = sum(x[0] for x in pool.map(_decode_proc, [(uri, per, max(1, threads // procs), frames)] * procs))
+        dt = time.perf_counter() - t0
+        rec = {"probe": "decode", "nvdec": nvdec, "streams": streams, "mode": mode, "threads": threads}
+        print(json.dumps({**rec, "processes": procs, "frames": n, "fps": round(n / dt, 1)}), flush=True)
+
+
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("probe", choices=["shapes", "contend", "pipeline", "decode"])
+    ap.add_argument("--model", type=Path)
+    ap.add_argument("--clip", type=Path)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--nvdec", action="store_true")
+    ap.add_argument("--switch", type=float, default=0.0)
+    ap.add_argument("--sample", action="store_true")
+    a = ap.parse_args(argv)
+    if a.probe == "shapes":
+        probe_shapes(a.model, a.batch, 60)
+    elif a.probe == "contend":
+        probe_contend(a.model, a.clip, a.batch, [0, 1, 4, 16], 2.0)
+    elif a.probe == "decode":
+        probe_decode(a.clip, a.streams, a.nvdec, a.frames)
+    else:
+        probe_pipeline(a.model, a.clip, a.streams, a.batch, a.nvdec, a.frames, a.switch, a.sample)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -11,6 +11,8 @@ what it measured):
             (d) the same with the NVDEC source; S streams of the clip, frames/s, p95 latency, copies/frame
   density   streams paced at the clip's 30 fps (realtime): does p95 end-to-end latency stay <= 100 ms
             with no drops at S streams?
+  nodecode  (c) with a generated 1080p pattern instead of a decoder (one host write + one upload per
+            frame): the pipeline where decode is not the limit, judged against (a)
   decode    the sources alone (no model): S threads reading the clip into their frame slots, CPU (OpenCV
             into pinned slots) and NVDEC; the decode ceiling each (c)/(d) figure is judged against
 """
@@ -229,10 +231,13 @@ def _pipeline(
 
     times: list[float] = []
     lat: list[float] = []
+    per_stream: dict[str, list[float]] = {}
 
     def on_result(r: Any) -> None:
-        times.append(time.monotonic())
+        now = time.monotonic()
+        times.append(now)
         lat.append(r.latency_ms)
+        per_stream.setdefault(r.stream_id, []).append(now)
 
     p = Pipeline(
         model,
@@ -251,8 +256,14 @@ def _pipeline(
     span = times[-1] - times[k] if len(times) > k + 1 else 0.0
     steady = (len(times) - 1 - k) / span if span > 0 else 0.0
     e2e = np.asarray(lat[k:]) if lat else np.zeros(1)
+    # Each stream on its own clock (streams start a few ms apart): its delivered rate from its first to
+    # its last result, and how far behind a 30 fps schedule it ended (paced streams only mean that).
+    rates = [(len(ts) - 1) / (ts[-1] - ts[0]) for ts in per_stream.values() if len(ts) > 1 and ts[-1] > ts[0]]
+    lags = [(ts[-1] - ts[0]) - (len(ts) - 1) / 30.0 for ts in per_stream.values() if len(ts) > 1]
     return {
         "frames": s.results,
+        "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
+        "max_lag_behind_30fps_s": round(max(lags), 3) if lags else 0.0,
         "fps": round(steady, 1),
         "fps_incl_startup": round(s.results / wall, 1) if wall else 0.0,
         "wall_s": round(wall, 2),
@@ -278,7 +289,10 @@ def bench_pipeline(
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
             for dec in decoders:
-                src = f"nvdec:{clip}" if dec == "nvdec" else str(clip)
+                if dec == "none":  # no decoder at all: a generated 1080p pattern, written into the pinned slot
+                    src = "synthetic:?width=1920&height=1080&fps=100000&live=0"
+                else:
+                    src = f"nvdec:{clip}" if dec == "nvdec" else str(clip)
                 per = min(600, max(60, frames_total // streams))  # the clip has 600 frames
                 try:
                     r = _pipeline(path, [src] * streams, batch, per)
@@ -320,12 +334,15 @@ def bench_density(
             except Exception as exc:
                 r = {"error": f"{type(exc).__name__}: {exc}"}
                 traceback.print_exc()
+            # sustained: every frame delivered, none dropped, p95 end-to-end <= 100 ms, and every stream kept
+            # its 30 fps schedule to within 100 ms by its last frame (file sources block rather than drop, so
+            # a pipeline that cannot keep up shows as streams falling behind, not as latency)
             ok = (
                 "error" not in r
                 and r["latency_p95_ms"] <= 100
                 and r["dropped"] == 0
                 and r["frames"] == s * frames
-                and r["fps"] >= 0.97 * 30 * s
+                and r["max_lag_behind_30fps_s"] <= 0.1
             )
             rec.add(
                 {
@@ -381,6 +398,16 @@ def main(argv: list[str]) -> None:
                     cells,
                     ["cpu", "nvdec"],
                     2400,
+                )
+            elif suite == "nodecode":  # the pipeline where decode is not the limit: generated frames
+                cells = [(m, s, 32) for m in ("yolov8n-fp16", "nanodet-fp32", "resnet50-fp16") for s in (16,)]
+                bench_pipeline(
+                    rec,
+                    {k: v for k, v in models.items() if any(c[0] == k for c in cells)},
+                    args.clip,
+                    cells,
+                    ["none"],
+                    4800,
                 )
             elif suite == "decode":
                 bench_decode(rec, args.clip, stream_counts, ["cpu", "nvdec"], 2400)

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine
 from edgefleet.cloud._telemetry import Ingester, Parsed, TelemetryStore
 from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
 from edgefleet.edge._telemetry import (
+    Encoding,
     Identity,
     MqttPublisher,
     Priority,
@@ -369,3 +370,42 @@ def test_last_will_marks_a_killed_agent_offline(broker: Mosquitto, store: Teleme
         ing.stop()
     wills = [m["message"] for m in store.recent("cam-will", 60, kind="status") if m["message"].get("lastWill")]
     assert len(wills) == 1 and wills[0]["state"] == "STATE_OFFLINE"
+
+
+def test_two_replicas_share_binary_telemetry_each_message_once(broker: Mosquitto, store: TelemetryStore) -> None:
+    """Two ingest replicas on the shared subscription; protobuf payloads are stored as received."""
+    arrivals = Arrivals()
+    a = ingester(broker.url, store, arrivals, client_id="itest-share-a")
+    b = ingester(broker.url, store, arrivals, client_id="itest-share-b")
+    pub = MqttPublisher(
+        parse_broker_url(broker.url), Identity("itest", "cam-pb"), Spool(":memory:"), encoding=Encoding.PROTOBUF
+    )
+    sent: list[int] = []
+    try:
+        pub.start()
+        for i in range(200):
+            sent.append(pub.publish("telemetry", telemetry(fps=float(i)), Priority.ROUTINE))
+        swap = pb.Event(swap=pb.Event.Swap(pipeline="default", phase=SwapPhase.PHASE_ROLLED_BACK))
+        sent_swap = pub.publish("events", swap, Priority.CRITICAL)
+        assert pub.flush(20)
+        assert wait_for(lambda: len(arrivals.get("cam-pb", "telemetry")) >= 200, 20)
+        assert wait_for(lambda: len(arrivals.get("cam-pb", "events")) == 1, 10)
+    finally:
+        pub.stop(2)
+        a.stop()
+        b.stop()
+    assert a.stats().stored > 0 and b.stats().stored > 0, "the shared subscription did not split the load"
+    assert all(a.stats().cpu_s[stage] > 0 for stage in ("parse", "store", "ack"))  # per-stage CPU is counted
+    statuses = store.sequences("cam-pb", "status")  # ONLINE, and OFFLINE when it made it before the replicas left
+    assert len(statuses) in (1, 2) and a.stats().stored + b.stats().stored == 200 + 1 + len(statuses)
+    assert store.sequences("cam-pb", "telemetry") == sent
+    last = store.recent("cam-pb", 60, kind="telemetry")[-1]["message"]
+    assert last["pipelines"][0] == {
+        "name": "default",
+        "fps": 199.0,
+        "modelVersion": "det:1.0.0",
+        "latency": {"p95Ms": 12.5},
+    }
+    (event,) = store.recent("cam-pb", 60, kind="events")
+    assert event["seq"] == sent_swap and event["message"]["swap"]["phase"] == "PHASE_ROLLED_BACK"
+    assert store.health("cam-pb", 60).errors == 1  # the rollback counts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -77,5 +78,65 @@ def test_postgres_store_dedup_health_retention_and_cli(pg_url: str) -> None:
         assert out["health"]["samples"] == 2 and out["models"][0]["version"] == "1.2.0"
         missing = CliRunner().invoke(build().app, ["telemetry", "show", "nobody", "--db", pg_url])
         assert missing.exit_code == 1 and "no telemetry" in missing.output
+    finally:
+        engine.dispose()
+
+
+def test_postgres_stores_binary_payloads_and_status_text_with_nul(pg_url: str) -> None:
+    engine = create_engine(pg_url)
+    try:
+        store = TelemetryStore(engine)
+        status = pb.Status(state=pb.Status.STATE_ONLINE, reason="conn\0ected", agent_version="1.\x002", connection=3)
+        stamp(status, Identity("pg", "cam-pg"), 1, [], now=time.time())
+        body = encode(status, Encoding.PROTOBUF)
+        parsed = parse_message("edgefleet/v1/pg/cam-pg/status", body, "application/x-protobuf", 4096)
+        assert store.write([parsed, parsed]).stored == 1  # PostgreSQL text holds no NUL: stripped in state
+        state = store.device("cam-pg")
+        assert state is not None and state.online and state.agent_version == "1.2"
+        (row,) = store.recent("cam-pg", timedelta(hours=1))
+        assert row["message"]["reason"] == "conn\0ected"  # the payload itself is kept as received
+        with engine.connect() as c:
+            assert c.execute(text("SELECT payload_pb FROM telemetry_messages")).scalar_one() == body
+    finally:
+        engine.dispose()
+
+
+def test_postgres_replicas_writing_the_same_devices_take_turns(pg_url: str) -> None:
+    """Two writers, the same 40 devices in opposite orders: device rows are locked in one order, so neither
+    deadlocks nor loses the other's state."""
+    engine = create_engine(pg_url)
+    try:
+        store = TelemetryStore(engine)
+        now = time.time()
+        devices = [f"cam-{i:02d}" for i in range(40)]
+
+        def batch(seq: int, order: list[str]) -> list[object]:
+            out = []
+            for d in order:
+                m = pb.Telemetry()
+                m.pipelines.add(name="default", fps=float(seq))
+                stamp(m, Identity("pg", d), seq, [], now=now)
+                out.append(parse_message(f"edgefleet/v1/pg/{d}/telemetry", encode(m, Encoding.JSON), None, 4096))
+            return out
+
+        work = {0: [batch(s, devices) for s in range(1, 41, 2)], 1: [batch(s, devices[::-1]) for s in range(2, 41, 2)]}
+        errors: list[BaseException] = []
+
+        def writer(k: int) -> None:
+            for b in work[k]:
+                try:
+                    store.write(b)  # type: ignore[arg-type]
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in work]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        assert all(store.sequences(d) == list(range(1, 41)) for d in devices)
+        latest = {s.device_id: s.fps for s in store.devices(fleet="pg")}
+        assert latest == dict.fromkeys(devices, 40.0)  # the newest sequence's figures, whoever wrote last
     finally:
         engine.dispose()

@@ -1,34 +1,51 @@
 #!/usr/bin/env python3
-"""Telemetry benchmark: controller ingest throughput and publish-to-stored latency on one Mosquitto, and
-the agent's publishing overhead per frame. Prints one JSON object.
+"""Telemetry benchmark: controller ingest throughput and publish-to-stored latency on one Mosquitto with N
+ingest replicas (separate processes on the shared subscription), and the agent's publishing overhead per
+frame. Prints one JSON object (and writes it to --out).
 
-Usage: .venv/bin/python tools/bench/telemetry_bench.py [--devices 100] [--messages 20000] [--publishers 4]
-           [--db sqlite:///PATH | postgresql+psycopg://...] [--agent-seconds 5]
+Usage: .venv/bin/python tools/bench/telemetry_bench.py [--replicas 1] [--devices 100] [--messages 20000]
+           [--publishers 4] [--encoding json|protobuf] [--mode live|backlog|both] [--rate 0]
+           [--db sqlite | postgresql://postgres@127.0.0.1:5432/] [--agent-seconds 5] [--out FILE]
 
-Starts its own mosquitto (free loopback port, temporary config) and deletes it afterwards.
+live: the simulated devices publish (at --rate messages/s in all, or as fast as they can) while the
+replicas ingest; everything shares the cores, and publish-to-stored latency (agent clock in the header to
+commit) is measured here. Publishers encode their payloads before the clock starts.
+backlog: the messages wait in the broker for the replicas' persistent sessions first, then the replicas
+drain them with no publisher running (what the replicas alone reach).
+
+Per replica: messages stored, its share of the window, and CPU per stored message by stage: ``paho``
+(the MQTT network thread: receiving, PUBACK writes, the enqueue callback), ``parse``/``store``/``ack``
+(the writer thread) and ``other``. Starts its own mosquitto (free loopback port, temporary config).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
-import platform
+import shlex
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from sqlalchemy import create_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
+from _harness import load, machine, postgres_database  # noqa: E402
+
+from edgefleet.cloud._db import create_engine  # noqa: E402
 from edgefleet.cloud._telemetry import Ingester, TelemetryStore  # noqa: E402
 from edgefleet.cloud._telemetry import parse_broker_url as cloud_url  # noqa: E402
 from edgefleet.edge._telemetry import TelemetryAgent, TelemetryConfig  # noqa: E402
@@ -36,6 +53,8 @@ from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stam
 from edgefleet.proto.v1 import telemetry_pb2 as pb  # noqa: E402
 from edgefleet.sdk import Detection, PipelineStats, Result, StreamStats  # noqa: E402
 from tests.integration.telemetry_broker import Mosquitto  # noqa: E402
+
+SPAWN = multiprocessing.get_context("spawn")
 
 
 def telemetry_template(streams: int = 8) -> pb.Telemetry:
@@ -50,87 +69,255 @@ def telemetry_template(streams: int = 8) -> pb.Telemetry:
     return m
 
 
-def publish(port: int, idx: int, publishers: int, devices: int, count: int) -> None:
-    """One publisher process: ``count`` telemetry messages round-robin over its share of the devices."""
+_PLACEHOLDER = "1970-01-01T00:00:01.000000001Z"  # header time of the pre-encoded JSON payloads
+
+
+def publish(
+    port: int,
+    idx: int,
+    publishers: int,
+    devices: int,
+    count: int,
+    encoding: str,
+    prefix: str,
+    rate: float,
+    go: Any,
+    ready: Any,
+) -> None:
+    """One publisher process: ``count`` telemetry messages round-robin over its share of the devices, at
+    ``rate`` messages/s (0: as fast as it can).
+
+    Payloads are encoded before ``go`` (only the header time is set as each is sent), so the publishers
+    spend their CPU on MQTT rather than on building messages."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    enc = Encoding(encoding)
+    props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    props.ContentType = enc.content_type
     template = telemetry_template()
+    seqs: dict[int, int] = {}
+    work: list[tuple[str, Any]] = []
+    for k in range(count):
+        d = (idx + k * publishers) % devices
+        ident = Identity("bench", f"{prefix}{d:05d}")
+        seqs[d] = seqs.get(d, 0) + 1
+        msg = pb.Telemetry()
+        msg.CopyFrom(template)
+        stamp(msg, ident, seqs[d], [], now=1.000000001)
+        body: Any = msg if enc is Encoding.PROTOBUF else encode(msg, enc).decode().split(_PLACEHOLDER)
+        work.append((topic(ident, "telemetry"), body))
     c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     c.max_inflight_messages_set(200)
     c.max_queued_messages_set(0)
     c.connect("127.0.0.1", port)
     c.loop_start()
-    seqs: dict[int, int] = {}
+    ts = Timestamp()
     infos = []
-    for k in range(count):
-        d = (idx + k * publishers) % devices
-        ident = Identity("bench", f"dev{d:05d}")
-        seqs[d] = seqs.get(d, 0) + 1
-        msg = pb.Telemetry()
-        msg.CopyFrom(template)
-        stamp(msg, ident, seqs[d], [])
-        infos.append(c.publish(topic(ident, "telemetry"), encode(msg, Encoding.JSON), qos=1))
+    ready.release()
+    go.wait(120)
+    start = time.perf_counter()
+    for k, (tp, body) in enumerate(work):
+        if rate > 0 and (ahead := start + k / rate - time.perf_counter()) > 0:
+            time.sleep(ahead)
+        if enc is Encoding.PROTOBUF:
+            body.header.time.FromNanoseconds(time.time_ns())
+            payload = body.SerializeToString()
+        else:
+            ts.FromNanoseconds(time.time_ns())
+            payload = ts.ToJsonString().join(body).encode()
+        infos.append(c.publish(tp, payload, qos=1, properties=props))
     for info in infos:
-        info.wait_for_publish(60)
+        info.wait_for_publish(120)
     c.disconnect()
     c.loop_stop()
 
 
-def bench_ingest(url: str, db: str, devices: int, messages: int, publishers: int) -> dict[str, object]:
+def _thread_cpu(name_prefix: str) -> float:
+    """CPU seconds of the live thread whose name starts with ``name_prefix`` (0.0 if none)."""
+    for t in threading.enumerate():
+        if t.name.startswith(name_prefix) and t.ident is not None:
+            return time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return 0.0
+
+
+def replica(url: str, db: str, index: int, stored_total: Any, stop: Any, out: Connection) -> None:
+    """One ingest replica (its own process): ingest until ``stop``, then send its figures through ``out``."""
     engine = create_engine(db)
-    store = TelemetryStore(engine)
+    store = TelemetryStore(engine, create=False)
     latencies: list[float] = []
-    lock = threading.Lock()
-    stored = [0]
-    done = threading.Event()
+    window = [0.0, 0.0]  # first and last store (wall clock)
 
-    def on_stored(batch: list[object]) -> None:
+    def on_stored(batch: list[Any]) -> None:
         now = time.time()
-        with lock:
-            latencies.extend(now - p.time for p in batch)  # type: ignore[attr-defined]
-            stored[0] += len(batch)
-            if stored[0] >= messages:
-                done.set()
+        latencies.extend(now - p.time for p in batch)
+        window[0] = window[0] or now
+        window[1] = now
+        with stored_total.get_lock():
+            stored_total.value += len(batch)
 
-    ing = Ingester(
-        cloud_url(url),
-        store,
-        client_id="bench-ingest",
-        on_stored=on_stored,
-        compact_every_s=None,
-        batch_max=1000,
-        queue_size=20000,
-    )
-    ing.start()
-    assert ing.wait_subscribed(10)
-    per_pub = messages // publishers
+    def ingester() -> Ingester:
+        return Ingester(
+            cloud_url(url),
+            store,
+            client_id=f"bench-ingest-{index}",
+            on_stored=on_stored,
+            compact_every_s=None,
+            batch_max=1000,
+            queue_size=20000,
+            device_rate_per_s=None,
+        )
 
-    # Publishers run in their own processes (their own GIL), as devices would.
-    ctx = multiprocessing.get_context("spawn")
-    port = int(url.rsplit(":", 1)[1])
-    t0 = time.perf_counter()
-    procs = [ctx.Process(target=publish, args=(port, i, publishers, devices, per_pub)) for i in range(publishers)]
-    for pr in procs:
-        pr.start()
-    for pr in procs:
-        pr.join(300)
-    published_s = time.perf_counter() - t0
-    ok = done.wait(300)
-    elapsed = time.perf_counter() - t0
+    first = ingester()  # creates the persistent session on the shared subscription
+    first.start()
+    if not first.wait_subscribed(10):
+        raise SystemExit(f"replica {index}: not subscribed")
+    out.send("subscribed")
+    mode = out.recv()  # "live": keep going; "backlog": go away now and come back when told
+    ing = first
+    if mode == "backlog":
+        first.stop()
+        out.send("away")
+        out.recv()  # published: drain
+        ing = ingester()
+        ing.start()
+    cpu0, paho0, t0 = time.process_time(), _thread_cpu("paho-mqtt-client-"), time.time()
+    stop.wait(600)
+    cpu1, paho1 = time.process_time(), _thread_cpu("paho-mqtt-client-")
+    s = ing.stats()
     ing.stop()
     engine.dispose()
-    lat = np.array(latencies) * 1000.0
+    out.send(
+        {
+            "stored": s.stored,
+            "duplicates": s.duplicates,
+            "rejected": s.rejected_total,
+            "batches": s.batches,
+            "window": window if window[0] else [t0, t0],
+            "cpu_s": {"process": cpu1 - cpu0, "paho": paho1 - paho0, **getattr(s, "cpu_s", {})},
+            "latencies": latencies,
+        }
+    )
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _per_message(cpu: dict[str, float], stored: int) -> dict[str, float]:
+    if not stored:
+        return {}
+    us = {k: round(v / stored * 1e6, 1) for k, v in cpu.items()}
+    us["other"] = round(us["process"] - sum(v for k, v in us.items() if k != "process"), 1)
+    return us
+
+
+def bench_ingest(
+    url: str,
+    db: str,
+    *,
+    replicas: int,
+    devices: int,
+    messages: int,
+    publishers: int,
+    encoding: str,
+    mode: str,
+    rate: float = 0.0,
+    broker_pid: int | None = None,
+) -> dict[str, Any]:
+    TelemetryStore(create_engine(db)).engine.dispose()  # tables exist before the replicas start
+    stored_total = SPAWN.Value("q", 0)
+    stop = SPAWN.Event()
+    pipes = [SPAWN.Pipe() for _ in range(replicas)]
+    procs = [
+        SPAWN.Process(target=replica, args=(url, db, i, stored_total, stop, child))
+        for i, (_, child) in enumerate(pipes)
+    ]
+    for pr in procs:
+        pr.start()
+    for parent, _ in pipes:
+        if not parent.poll(60) or parent.recv() != "subscribed":
+            raise SystemExit("a replica did not subscribe")
+    for parent, _ in pipes:
+        parent.send(mode)
+    port = int(url.rsplit(":", 1)[1])
+    per_pub = messages // publishers
     total = per_pub * publishers
-    return {
+    prefix = f"{mode}-{os.getpid()}-{int(time.time())}-"  # device ids never seen before in this database
+    go, ready = SPAWN.Event(), SPAWN.Semaphore(0)
+    pubs = [
+        SPAWN.Process(
+            target=publish,
+            args=(port, i, publishers, devices, per_pub, encoding, prefix, rate / publishers, go, ready),
+        )
+        for i in range(publishers)
+    ]
+    for pr in pubs:
+        pr.start()
+    for _ in pubs:
+        ready.acquire(timeout=300)
+    published_s: float | None = None
+    if mode == "backlog":
+        for parent, _ in pipes:
+            parent.recv()  # away
+        go.set()
+        for pr in pubs:
+            pr.join(600)
+        t0 = time.time()
+        broker0 = _proc_cpu(broker_pid) if broker_pid else 0.0
+        for parent, _ in pipes:
+            parent.send("drain")
+    else:
+        t0 = time.time()
+        broker0 = _proc_cpu(broker_pid) if broker_pid else 0.0
+        go.set()
+        for pr in pubs:
+            pr.join(600)
+        published_s = time.time() - t0
+    deadline = time.monotonic() + 600
+    while stored_total.value < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    broker_cpu = (_proc_cpu(broker_pid) - broker0) if broker_pid else None
+    stop.set()
+    results = [parent.recv() for parent, _ in pipes]
+    for pr in procs:
+        pr.join(30)
+    end = max(r["window"][1] for r in results)
+    elapsed = end - t0
+    stored = sum(r["stored"] for r in results)
+    lat = np.array([x for r in results for x in r["latencies"]]) * 1000.0
+    out: dict[str, Any] = {
+        "mode": mode,
+        "replicas": replicas,
         "devices": devices,
         "messages": total,
-        "complete": ok,
-        "stored": stored[0],
-        "payload_bytes": len(encode(telemetry_template(), Encoding.JSON)),
-        "publish_msgs_per_s": round(total / published_s),
-        "ingest_msgs_per_s": round(stored[0] / elapsed),
-        "latency_ms_p50": round(float(np.percentile(lat, 50)), 1) if len(lat) else None,
-        "latency_ms_p99": round(float(np.percentile(lat, 99)), 1) if len(lat) else None,
+        "encoding": encoding,
+        "offered_rate_msgs_per_s": rate or "as fast as the publishers go",
+        "payload_bytes": len(encode(telemetry_template(), Encoding(encoding))),
+        "complete": stored >= total,
+        "stored": stored,
+        "ingest_msgs_per_s": round(stored / elapsed) if elapsed > 0 else None,
+        "per_replica": [
+            {
+                "stored": r["stored"],
+                "msgs_per_s": round(r["stored"] / elapsed) if elapsed > 0 else None,
+                "batches": r["batches"],
+                "cpu_us_per_msg": _per_message(r["cpu_s"], r["stored"]),
+            }
+            for r in results
+        ],
         "db": db.split("://", 1)[0],
     }
+    if broker_cpu is not None and stored:
+        out["broker_cpu_us_per_msg"] = round(broker_cpu / stored * 1e6, 1)
+    if published_s is not None:
+        out["publish_msgs_per_s"] = round(total / published_s)
+        out["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 1) if len(lat) else None
+        out["latency_ms_p99"] = round(float(np.percentile(lat, 99)), 1) if len(lat) else None
+    return out
 
 
 def fake_stats() -> PipelineStats:
@@ -208,37 +395,77 @@ def bench_agent(url: str, seconds: float, workdir: Path) -> dict[str, object]:
     }
 
 
+def _ingest_code() -> str:
+    """Where the measured ``Ingester`` was imported from (this tree, or the one PYTHONPATH names)."""
+    path = Path(sys.modules[Ingester.__module__].__file__ or "").parent
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+@contextlib.contextmanager
+def database(spec: str, path: Path) -> Iterator[str]:
+    """SQLite (WAL, as the controller opens it) in ``path``, or a throwaway PostgreSQL database."""
+    if spec == "sqlite":
+        yield f"sqlite:///{path}"
+    elif spec.startswith("postgresql"):
+        with postgres_database(spec) as url:
+            yield url
+    else:
+        raise SystemExit(f"--db: sqlite or postgresql://..., got {spec!r}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--devices", type=int, default=100)
     ap.add_argument("--messages", type=int, default=20000)
     ap.add_argument("--publishers", type=int, default=4)
-    ap.add_argument("--db", default="")
-    ap.add_argument("--agent-seconds", type=float, default=5.0)
+    ap.add_argument("--encoding", choices=[e.value for e in Encoding], default=Encoding.JSON.value)
+    ap.add_argument("--mode", choices=["live", "backlog", "both"], default="both")
+    ap.add_argument("--rate", type=float, default=0.0, help="live: messages/s offered in all (0: as fast as possible)")
+    ap.add_argument("--db", default="sqlite", help="sqlite, or postgresql://HOST/ (a throwaway database per mode)")
+    ap.add_argument("--agent-seconds", type=float, default=5.0, help="0: skip the agent overhead part")
+    ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
+    result: dict[str, Any] = {
+        "command": shlex.join([".venv/bin/python", "tools/bench/telemetry_bench.py", *sys.argv[1:]]),
+        # set to measure another tree of the controller with this bench (e.g. `git archive` of a release)
+        "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "ingest_code": _ingest_code(),
+        "machine": machine(),
+        "load_at_start": load(),
+    }
+    modes = ["live", "backlog"] if args.mode == "both" else [args.mode]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        broker = Mosquitto(work / "mosquitto").start()
-        try:
-            db = args.db or f"sqlite:///{work / 'bench.db'}"
-            ingest = bench_ingest(broker.url, db, args.devices, args.messages, args.publishers)
-            agent = bench_agent(broker.url, args.agent_seconds, work)
-        finally:
-            broker.stop()
-    print(
-        json.dumps(
-            {
-                "host": {
-                    "cpus": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "machine": platform.machine(),
-                },
-                "ingest": ingest,
-                "agent": agent,
-            },
-            indent=2,
-        )
-    )
+        for mode in modes:
+            broker = Mosquitto(work / f"mosquitto-{mode}").start()
+            try:
+                with database(args.db, work / f"bench-{mode}.db") as db:
+                    result[f"ingest_{mode}"] = bench_ingest(
+                        broker.url,
+                        db,
+                        replicas=args.replicas,
+                        devices=args.devices,
+                        messages=args.messages,
+                        publishers=args.publishers,
+                        encoding=args.encoding,
+                        mode=mode,
+                        rate=args.rate if mode == "live" else 0.0,
+                        broker_pid=broker.proc.pid if broker.proc is not None else None,
+                    )
+            finally:
+                broker.stop()
+        if args.agent_seconds > 0:
+            broker = Mosquitto(work / "mosquitto-agent").start()
+            try:
+                result["agent"] = bench_agent(broker.url, args.agent_seconds, work)
+            finally:
+                broker.stop()
+    result["load_at_end"] = load()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

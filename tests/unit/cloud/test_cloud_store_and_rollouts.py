@@ -4,6 +4,7 @@ reports are written the way the AgentService writes them."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +12,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from google.protobuf import json_format
 
 from edgefleet.cloud import ConflictError, DatabaseError, InvalidArgumentError, NotFoundError
-from edgefleet.cloud._db import MIGRATIONS, create_engine, migrate, schema_version
+from edgefleet.cloud._db import MIGRATIONS, create_engine, metadata, migrate, schema_version, tables
 from edgefleet.cloud._rollouts import RolloutEngine, plan_waves, validate_waves
 from edgefleet.cloud._store import Store
 
@@ -265,6 +267,42 @@ def test_migrations_are_versioned_and_idempotent(db_url: str) -> None:
         with engine.connect() as c:
             assert schema_version(c) == MIGRATIONS[-1][0]
             assert c.execute(sa.text("SELECT count(*) FROM schema_version")).scalar_one() == len(MIGRATIONS)
+    finally:
+        engine.dispose()
+
+
+def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4(db_url: str) -> None:
+    from edgefleet.cloud._telemetry import TelemetryStore, parse_message
+    from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp
+    from edgefleet.proto.v1 import telemetry_pb2 as pb
+
+    engine = create_engine(db_url)
+    old = {"header": {"deviceId": "cam-1", "fleet": "lab", "sequence": "1", "time": "2026-03-01T10:00:00Z"}}
+    try:
+        with engine.begin() as c:  # as release v3 left it: no payload_pb column, one JSON row
+            metadata.create_all(c, tables=[tables["schema_version"]])
+            for version, _, step in MIGRATIONS[:3]:
+                step(c)
+                c.execute(sa.insert(tables["schema_version"]).values(version=version, applied_at=0.0))
+            c.execute(sa.text("ALTER TABLE telemetry_messages DROP COLUMN payload_pb"))
+            c.execute(
+                sa.text(
+                    "INSERT INTO telemetry_messages (device_id, seq, fleet, kind, ts, received_at, error_event, "
+                    "payload) VALUES ('cam-1', 1, 'lab', 'status', 1772359200.0, 1772359200.0, false, :p)"
+                ),
+                {"p": json.dumps(old)},
+            )
+        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0] >= 4
+        event = pb.Event(swap=pb.Event.Swap(pipeline="p", phase=pb.Event.Swap.PHASE_FAILED))
+        stamp(event, Identity("lab", "cam-1"), 2, [])
+        body = encode(event, Encoding.PROTOBUF)
+        store = TelemetryStore(engine, create=False)
+        parsed = parse_message("edgefleet/v1/lab/cam-1/events", body, "application/x-protobuf", 4096)
+        assert store.write([parsed]).stored == 1
+        got = store.recent("cam-1", 0)
+        assert [(r["seq"], r["message"]) for r in got] == [(1, old), (2, json_format.MessageToDict(event))]
+        with engine.connect() as c:
+            assert c.execute(sa.text("SELECT payload_pb FROM telemetry_messages WHERE seq = 2")).scalar() == body
     finally:
         engine.dispose()
 

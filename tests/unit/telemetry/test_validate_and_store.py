@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
+from google.protobuf import json_format
+from sqlalchemy import create_engine, text
 
 from edgefleet.cloud._telemetry import Parsed, Rejected, TelemetryStore, parse_message
 from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp
@@ -16,6 +17,7 @@ from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 ME = Identity("f1", "dev1")
 T = "edgefleet/v1/f1/dev1"
+PB = "application/x-protobuf"
 
 
 def payload(msg: object, seq: int, enc: Encoding = Encoding.JSON, now: float | None = None) -> bytes:
@@ -52,6 +54,26 @@ def status(seq: int, state: int, started: float, conn: int, will: bool = False) 
         (f"{T}/telemetry", b'{"header": {"deviceId": "dev1", "fleet": "f1"}}', None, "schema"),
         (f"{T}/status", b'{"header": {"deviceId": "dev2", "fleet": "f1", "sequence": "1"}}', None, "schema"),
         (f"{T}/telemetry", b" " * 70000, None, "oversized"),
+        (f"{T}/telemetry", b"[" * 5000, None, "malformed"),  # nested past the interpreter's stack
+        # valid protobuf, but past the database's integer columns (it failed every batch it was in)
+        (
+            f"{T}/status",
+            b'{"header": {"deviceId": "dev1", "fleet": "f1", "sequence": "9223372036854775808"}}',
+            None,
+            "schema",
+        ),
+        (
+            f"{T}/status",
+            b'{"header": {"deviceId": "dev1", "fleet": "f1", "sequence": "1"}, "connection": "2147483648"}',
+            None,
+            "schema",
+        ),
+        (
+            f"{T}/status",
+            b'{"header": {"deviceId": "dev1", "fleet": "f1", "sequence": "1"}, "state": "\\ud800"}',
+            None,
+            "schema",
+        ),
         ("edgefleet/v1/f1/dev1", b"{}", None, "topic"),
         ("other/v1/f1/dev1/status", b"{}", None, "topic"),
     ],
@@ -68,6 +90,35 @@ def test_protobuf_and_json_encodings_accepted() -> None:
     text = parse_message(f"{T}/events", payload(m, 8), "application/json", 4096)
     assert binary.message.swap.phase == text.message.swap.phase == pb.Event.Swap.PHASE_FAILED
     assert json.loads(binary.payload_json)["swap"]["pipeline"] == "p"
+
+
+def test_binary_payloads_are_stored_as_received_and_read_as_json(tmp_path: Path) -> None:
+    store = TelemetryStore(create_engine(f"sqlite:///{tmp_path / 't.db'}"))
+    m = pb.Telemetry(interval_s=10.0)
+    m.pipelines.add(name="default", fps=29.5, errors=2).latency.p95_ms = 41.0
+    m.system.cpu_per_core_pct.extend([1.5, float("nan")])
+    body = payload(m, 3, Encoding.PROTOBUF)
+    p = parse_message(f"{T}/telemetry", body, "application/x-protobuf", 4096)
+    assert store.write([p]).stored == 1
+    with store.engine.connect() as c:
+        assert c.execute(text("SELECT payload, payload_pb FROM telemetry_messages")).one() == ("", body)
+    (row,) = store.recent("dev1", 0)
+    assert row["message"] == json.loads(json_format.MessageToJson(m))  # what was stored before: the JSON mapping
+    assert row["message"]["system"]["cpuPerCorePct"] == [1.5, "NaN"]
+    h = store.health("dev1", 0)
+    assert (h.fps, h.p95_ms, h.errors, h.samples) == (29.5, 41.0, 0, 1)
+    assert json.loads(p.payload_json)["pipelines"][0]["fps"] == 29.5  # `telemetry tail --json`
+
+
+def test_an_old_telemetry_table_gets_the_new_column(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 't.db'}")
+    TelemetryStore(engine)
+    with engine.begin() as c:
+        c.execute(text("ALTER TABLE telemetry_messages DROP COLUMN payload_pb"))
+    store = TelemetryStore(engine)  # create=True: adds what is missing
+    m = pb.Event(error=pb.Event.Error(component="camera", message="gone"))
+    assert store.write([parse_message(f"{T}/events", payload(m, 1, Encoding.PROTOBUF), PB, 4096)]).stored == 1
+    assert store.recent("dev1", 0)[0]["message"]["error"] == {"component": "camera", "message": "gone"}
 
 
 @pytest.fixture

@@ -139,10 +139,19 @@ def _v3(conn: Connection) -> None:
     telemetry_metadata.create_all(conn, checkfirst=True)
 
 
+def _v4(conn: Connection) -> None:
+    # Binary protobuf telemetry is stored as received (telemetry_messages.payload_pb), no longer converted
+    # to JSON on ingest. A database created at v3 by this release already has the column.
+    from ._telemetry._schema import upgrade_tables
+
+    upgrade_tables(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
     (3, "telemetry tables (telemetry_devices, telemetry_messages, telemetry_rollups)", _v3),
+    (4, "telemetry_messages.payload_pb (binary protobuf payloads stored as received)", _v4),
 ]
 
 

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -59,6 +59,7 @@ class IngestStats:
     queue_full_waits: int = 0
     batches: int = 0
     rate_limited: dict[str, int] = field(default_factory=dict)  # "<fleet>/<device>" -> messages dropped
+    cpu_s: dict[str, float] = field(default_factory=dict)  # writer-thread CPU seconds: parse, store, ack
 
     @property
     def rejected_total(self) -> int:
@@ -90,8 +91,7 @@ def _device_key(topic: str) -> str | None:
     return f"{parts[2]}/{parts[3]}" + ("/status" if parts[4] == "status" else "")
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(NamedTuple):  # one per message: a tuple is the cheapest record
     topic: str
     payload: bytes
     content_type: str | None
@@ -154,6 +154,7 @@ class Ingester:
         self._counts: Counter[str] = Counter()
         self._rejected: Counter[str] = Counter()
         self._limited: Counter[str] = Counter()
+        self._cpu: dict[str, float] = {"parse": 0.0, "store": 0.0, "ack": 0.0}
         self._limiter = _DeviceLimiter(device_rate_per_s, device_burst) if device_rate_per_s else None
         self._stop = threading.Event()
         self._subscribed = threading.Event()
@@ -234,6 +235,7 @@ class Ingester:
                 queue_full_waits=self._counts["queue_full_waits"],
                 batches=self._counts["batches"],
                 rate_limited=dict(self._limited),
+                cpu_s=dict(self._cpu),
             )
 
     # --- paho callbacks (network thread) -----------------------------------------------------------
@@ -313,14 +315,19 @@ class Ingester:
             last_compact = self._maybe_compact(last_compact)
 
     def _process(self, items: list[_Item]) -> None:
+        t0 = time.thread_time()
         parsed: list[Parsed] = []
+        rejected: Counter[str] = Counter()
         for it in items:
             try:
                 parsed.append(parse_message(it.topic, it.payload, it.content_type, self._max_payload))
             except Rejected as rej:
                 _log.debug("telemetry rejected on %s: %s", it.topic[:200], rej)
-                with self._lock:
-                    self._rejected[rej.reason] += 1
+                rejected[rej.reason] += 1
+        t1 = time.thread_time()
+        if rejected:
+            with self._lock:
+                self._rejected.update(rejected)
         try:
             result = self.store.write(parsed)
         except TelemetryIngestError:
@@ -331,6 +338,7 @@ class Ingester:
             if self._client is not None:
                 self._client.reconnect()
             return
+        t2 = time.thread_time()
         with self._lock:
             self._counts["stored"] += result.stored
             self._counts["duplicates"] += result.duplicates
@@ -341,6 +349,11 @@ class Ingester:
             for it in items:
                 if it.qos > 0 and it.generation == generation:
                     client.ack(it.mid, it.qos)
+        t3 = time.thread_time()
+        with self._lock:
+            self._cpu["parse"] += t1 - t0
+            self._cpu["store"] += t2 - t1
+            self._cpu["ack"] += t3 - t2
         if self._on_stored is not None and result.fresh:
             self._on_stored(result.fresh)
 

@@ -1,10 +1,13 @@
 """The telemetry tables (``telemetry_*``), kept apart from the controller's own schema.
 
 ``telemetry_metadata`` is a separate ``MetaData``: the controller's migrations can include it, or call
-:func:`create_tables` once at start-up (idempotent).
+:func:`create_tables` once at start-up (idempotent). Columns added after a table first shipped are added
+to existing databases by :func:`upgrade_tables` (the controller's migration 4 calls it).
 """
 
 from __future__ import annotations
+
+import logging
 
 from sqlalchemy import (
     BigInteger,
@@ -14,13 +17,20 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
     Text,
+    inspect,
+    text,
 )
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
-__all__ = ["create_tables", "devices", "messages", "rollups", "telemetry_metadata"]
+__all__ = ["create_tables", "devices", "messages", "rollups", "telemetry_metadata", "upgrade_tables"]
+
+_log = logging.getLogger(__name__)
 
 telemetry_metadata = MetaData()
 
@@ -57,7 +67,8 @@ messages = Table(
     Column("p95_ms", Float, nullable=True),  # telemetry: worst pipeline end-to-end p95
     Column("errors_total", BigInteger, nullable=True),  # telemetry: cumulative errors (stream outages)
     Column("error_event", Boolean, nullable=False, default=False),  # events: error, failed swap, rollback
-    Column("payload", Text, nullable=False),
+    Column("payload", Text, nullable=False),  # JSON payloads as received; "" when payload_pb holds it
+    Column("payload_pb", LargeBinary, nullable=True),  # binary protobuf payloads as received (since v4)
     Index("ix_telemetry_messages_device_kind_ts", "device_id", "kind", "ts"),
     Index("ix_telemetry_messages_received", "received_at"),
 )
@@ -76,6 +87,42 @@ rollups = Table(
 )
 
 
+# Columns added to tables that already shipped; each is nullable.
+_ADDED: tuple[Column[object], ...] = (messages.c.payload_pb,)
+
+
+def _missing(conn: Connection) -> list[Column[object]]:
+    insp = inspect(conn)
+    return [
+        column
+        for column in _ADDED
+        if insp.has_table(column.table.name)
+        and column.name not in {c["name"] for c in insp.get_columns(column.table.name)}
+    ]
+
+
+def upgrade_tables(conn: Connection) -> list[str]:
+    """Add the columns a database made by an older release lacks; returns those added (idempotent)."""
+    added: list[str] = []
+    for column in _missing(conn):
+        table = column.table.name
+        kind = column.type.compile(dialect=conn.dialect)
+        exists = " IF NOT EXISTS" if conn.dialect.name == "postgresql" else ""
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN{exists} {column.name} {kind}"))
+        added.append(f"{table}.{column.name}")
+    return added
+
+
 def create_tables(engine: Engine) -> None:
-    """Create the ``telemetry_*`` tables where missing (nothing else is touched)."""
+    """Create the ``telemetry_*`` tables where missing and add missing columns (nothing else is touched)."""
     telemetry_metadata.create_all(engine, checkfirst=True)
+    try:
+        with engine.begin() as conn:
+            added = upgrade_tables(conn)
+    except SQLAlchemyError:
+        with engine.connect() as conn:  # another process may have added it first
+            if _missing(conn):
+                raise
+        return
+    if added:
+        _log.info("telemetry tables upgraded: added %s", ", ".join(added))

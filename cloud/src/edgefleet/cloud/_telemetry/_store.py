@@ -10,22 +10,20 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, func, select, update
+from google.protobuf import json_format
+from sqlalchemy import Engine, and_, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from edgefleet.proto.v1 import telemetry_pb2 as pb
-
 from ._errors import TelemetryIngestError
 from ._schema import create_tables, devices, messages, rollups
-from ._validate import Parsed
+from ._validate import KINDS, Parsed
+from ._write import Statements, fold_devices, message_row
 
 __all__ = ["DeviceHealth", "DeviceState", "TelemetryStore", "WriteResult", "since_epoch"]
 
 _log = logging.getLogger(__name__)
-
-_ERROR_SWAP_PHASES = {pb.Event.Swap.PHASE_FAILED, pb.Event.Swap.PHASE_ROLLED_BACK}
 
 
 @dataclass(frozen=True)
@@ -73,32 +71,19 @@ def since_epoch(since: float | datetime | timedelta, now: float | None = None) -
     return float(since)
 
 
-def _figures(msg: pb.Telemetry) -> tuple[float, float, int]:
-    fps = sum(p.fps for p in msg.pipelines)
-    p95 = max((p.latency.p95_ms for p in msg.pipelines), default=0.0)
-    errors = sum(p.errors for p in msg.pipelines)
-    return fps, p95, errors
-
-
-def _is_error_event(msg: pb.Event) -> bool:
-    kind = msg.WhichOneof("kind")
-    if kind == "error":
-        return True
-    if kind == "swap":
-        return msg.swap.phase in _ERROR_SWAP_PHASES
-    return kind == "engine_build" and bool(msg.engine_build.error)
-
-
 class TelemetryStore:
     """Reads and writes the ``telemetry_*`` tables. Thread-safe (one connection per call from the pool)."""
 
     def __init__(self, engine: Engine, *, create: bool = True) -> None:
         self.engine = engine
+        if engine.dialect.name not in ("postgresql", "sqlite"):
+            raise TelemetryIngestError(f"unsupported database {engine.dialect.name}: use SQLite or PostgreSQL")
         if create:
             create_tables(engine)
         self._insert: Any = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
-        if engine.dialect.name not in ("postgresql", "sqlite"):
-            raise TelemetryIngestError(f"unsupported database {engine.dialect.name}: use SQLite or PostgreSQL")
+        self._sql = Statements(engine.dialect.name)
+        # The PostgreSQL insert talks to psycopg directly: its errors are not SQLAlchemy's.
+        self._db_errors: tuple[type[Exception], ...] = (SQLAlchemyError, engine.dialect.loaded_dbapi.Error)
 
     # --- writing -----------------------------------------------------------------------------------
     def write(self, batch: Sequence[Parsed], received_at: float | None = None) -> WriteResult:
@@ -109,100 +94,28 @@ class TelemetryStore:
         unique: dict[tuple[str, int], Parsed] = {}
         for p in batch:
             unique.setdefault((p.device_id, p.sequence), p)
-        rows = [self._row(p, now) for p in unique.values()]
-        stmt = self._insert(messages).on_conflict_do_nothing().returning(messages.c.device_id, messages.c.seq)
+        rows = [message_row(p, now) for p in unique.values()]
         try:
             with self.engine.begin() as conn:
-                inserted = {(r[0], int(r[1])) for r in conn.execute(stmt, rows)}
-                fresh = [unique[k] for k in unique if k in inserted]
+                inserted = self._sql.insert_messages(conn, rows)
+                fresh = [p for k, p in unique.items() if k in inserted]
                 self._update_devices(conn, fresh, now)
-        except SQLAlchemyError as exc:
+        except self._db_errors as exc:
             raise TelemetryIngestError(f"cannot store telemetry: {exc}") from exc
-        return WriteResult(len(inserted), len(batch) - len(inserted), fresh)
+        return WriteResult(len(fresh), len(batch) - len(fresh), fresh)
 
-    @staticmethod
-    def _row(p: Parsed, now: float) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "device_id": p.device_id,
-            "seq": p.sequence,
-            "fleet": p.fleet,
-            "kind": p.kind,
-            "ts": p.time,
-            "received_at": now,
-            "fps": None,
-            "p95_ms": None,
-            "errors_total": None,
-            "error_event": False,
-            "payload": p.payload_json,
-        }
-        if p.kind == "telemetry":
-            row["fps"], row["p95_ms"], row["errors_total"] = _figures(p.message)
-        elif p.kind == "events":
-            row["error_event"] = _is_error_event(p.message)
-        return row
+    def _update_devices(self, conn: Connection, fresh: list[Parsed], now: float) -> None:
+        """One SELECT of the devices concerned, then one executemany UPDATE and one INSERT for new ones.
 
-    def _update_devices(self, conn: Connection, fresh: Iterable[Parsed], now: float) -> None:
-        latest: dict[str, list[Parsed]] = {}
-        for p in fresh:
-            latest.setdefault(p.device_id, []).append(p)
-        known = {
-            r["device_id"]: r
-            for r in conn.execute(select(devices).where(devices.c.device_id.in_(list(latest)))).mappings()
-        }
-        for device_id, items in latest.items():
-            current = known.get(device_id)
-            state: dict[str, Any] = (
-                dict(current)
-                if current
-                else {
-                    "device_id": device_id,
-                    "fleet": items[0].fleet,
-                    "online": False,
-                    "status_started": 0.0,
-                    "status_connection": 0,
-                    "status_reason": "",
-                    "status_at": 0.0,
-                    "last_seen": 0.0,
-                    "last_seq": 0,
-                    "agent_version": "",
-                    "models": "[]",
-                    "fps": None,
-                    "p95_ms": None,
-                }
-            )
-            for p in sorted(items, key=lambda x: x.sequence):
-                state["last_seen"] = now
-                if p.sequence > state["last_seq"]:
-                    state["last_seq"] = p.sequence
-                    if p.message.header.models:
-                        state["models"] = json.dumps(
-                            [
-                                {"pipeline": m.pipeline, "name": m.name, "version": m.version}
-                                for m in p.message.header.models
-                            ]
-                        )
-                    if p.kind == "telemetry":
-                        state["fps"], state["p95_ms"], _ = _figures(p.message)
-                if p.kind == "status":
-                    self._apply_status(state, p.message)
-            if current is None:
-                conn.execute(self._insert(devices).on_conflict_do_nothing(), [state])
-            else:
-                conn.execute(update(devices).where(devices.c.device_id == device_id).values(**state))
-
-    @staticmethod
-    def _apply_status(state: dict[str, Any], msg: pb.Status) -> None:
-        """Order statuses by (agent start, connection number): a Last Will never overrides a newer session."""
-        started = msg.started_at.ToNanoseconds() / 1e9
-        key = (started, int(msg.connection))
-        if key < (state["status_started"], state["status_connection"]):
+        On PostgreSQL the SELECT locks the rows (FOR UPDATE), in device order: replicas writing the same
+        devices at once take turns instead of overwriting each other's state or deadlocking."""
+        if not fresh:
             return
-        state["status_started"], state["status_connection"] = key
-        state["online"] = msg.state == pb.Status.STATE_ONLINE
-        state["status_reason"] = msg.reason[:64]
-        state["status_at"] = msg.header.time.ToNanoseconds() / 1e9
-        if msg.agent_version:
-            state["agent_version"] = msg.agent_version[:64]
+        ids = sorted({p.device_id for p in fresh})
+        q = select(devices).where(devices.c.device_id.in_(ids)).order_by(devices.c.device_id).with_for_update()
+        known = {r["device_id"]: dict(r) for r in conn.execute(q).mappings()}
+        updates, inserts = fold_devices(fresh, known, now)
+        self._sql.write_devices(conn, updates, inserts)
 
     # --- queries -----------------------------------------------------------------------------------
     def health(self, device_id: str, since: float | datetime | timedelta) -> DeviceHealth:
@@ -284,16 +197,17 @@ class TelemetryStore:
     def recent(
         self, device_id: str, since: float | datetime | timedelta, kind: str | None = None, limit: int = 1000
     ) -> list[dict[str, Any]]:
-        """Stored messages (decoded JSON) since ``since``, oldest first."""
+        """Stored messages (decoded JSON; binary payloads rendered in protobuf's JSON mapping) since ``since``,
+        oldest first."""
         t0 = since_epoch(since)
-        q = select(messages.c.seq, messages.c.kind, messages.c.payload).where(
+        q = select(messages.c.seq, messages.c.kind, messages.c.payload, messages.c.payload_pb).where(
             and_(messages.c.device_id == device_id, messages.c.ts >= t0)
         )
         if kind is not None:
             q = q.where(messages.c.kind == kind)
         with self.engine.connect() as conn:
             rows = conn.execute(q.order_by(messages.c.seq.desc()).limit(limit)).all()
-        return [{"seq": int(r[0]), "kind": r[1], "message": json.loads(r[2])} for r in reversed(rows)]
+        return [{"seq": int(r[0]), "kind": r[1], "message": _decode(r[1], r[2], r[3])} for r in reversed(rows)]
 
     def sequences(self, device_id: str, kind: str | None = None) -> list[int]:
         """Stored sequence numbers of a device in arrival-independent order (tests, audits)."""
@@ -395,6 +309,14 @@ class TelemetryStore:
             },
         )
         conn.execute(stmt)
+
+
+def _decode(kind: str, text: str, blob: bytes | None) -> Any:
+    if blob is None:
+        return json.loads(text)
+    msg = KINDS[kind]()
+    msg.ParseFromString(blob)
+    return json_format.MessageToDict(msg)
 
 
 def _increase(values: Iterable[int | None]) -> int:

@@ -237,6 +237,52 @@ def test_bad_payloads_rejected_and_counted_ingestion_continues(broker: Mosquitto
     assert arrivals.get("cam-good", "telemetry") == [first, last]
 
 
+def test_unforeseen_validator_and_callback_failures_do_not_stop_ingestion(
+    broker: Mosquitto, store: TelemetryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection: the validator raises something it never should on one payload, and the on_stored
+    consumer fails once. The payload is counted 'internal' and dropped; everything else is stored."""
+    from edgefleet.cloud._telemetry import _ingest
+
+    real = _ingest.parse_message
+
+    def buggy(topic: str, payload: bytes, content_type: str | None, max_bytes: int) -> Parsed:
+        if b"boom" in payload:
+            raise RuntimeError("a validator bug")
+        return real(topic, payload, content_type, max_bytes)
+
+    monkeypatch.setattr(_ingest, "parse_message", buggy)
+    arrivals = Arrivals()
+    calls = {"n": 0}
+
+    def flaky(batch: list[Parsed]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ValueError("a consumer bug")
+        arrivals(batch)
+
+    ing = Ingester(cloud_url(broker.url), store, on_stored=flaky, compact_every_s=None, client_id="itest-bug")
+    ing.start()
+    assert ing.wait_subscribed(10)
+    pub = publisher(broker.url, "cam-bug")
+    pub.start()
+    try:
+        first = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
+        assert pub.flush(5)
+        assert wait_for(lambda: calls["n"] >= 1, 10)
+        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-bug/telemetry", b'{"boom": 1}')
+        last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
+        assert pub.flush(5)
+        assert wait_for(lambda: len(arrivals.get("cam-bug", "telemetry")) >= 1 and ing.stats().rejected_total >= 1, 10)
+    finally:
+        pub.stop(2)
+        ing.stop()
+    assert ing.stats().rejected == {"internal": 1}
+    assert ing.stats().state.value == "stopped"
+    assert store.sequences("cam-bug", "telemetry") == [first, last]  # the first was stored before its callback failed
+    assert arrivals.get("cam-bug", "telemetry") == [last]
+
+
 def fake_stats() -> PipelineStats:
     stream = StreamStats(
         "rtsp://admin:hunter2@10.0.0.5/live",

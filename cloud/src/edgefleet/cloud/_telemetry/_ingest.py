@@ -311,7 +311,12 @@ class Ingester:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            self._process(items)
+            try:
+                self._process(items)
+            except Exception:  # a bug must not end ingestion: the batch is not acknowledged, so it comes back
+                _log.exception("telemetry ingest: batch of %d failed unexpectedly", len(items))
+                with self._lock:
+                    self._counts["store_errors"] += 1
             last_compact = self._maybe_compact(last_compact)
 
     def _process(self, items: list[_Item]) -> None:
@@ -324,13 +329,16 @@ class Ingester:
             except Rejected as rej:
                 _log.debug("telemetry rejected on %s: %s", it.topic[:200], rej)
                 rejected[rej.reason] += 1
+            except Exception:  # a payload our validator did not foresee: counted and dropped, never fatal
+                _log.exception("telemetry on %s could not be validated; dropped (counted 'internal')", it.topic[:200])
+                rejected["internal"] += 1
         t1 = time.thread_time()
         if rejected:
             with self._lock:
                 self._rejected.update(rejected)
         try:
             result = self.store.write(parsed)
-        except TelemetryIngestError:
+        except Exception:
             # Not acknowledged: the broker redelivers after the next reconnect. Reconnect now.
             _log.exception("telemetry batch of %d not stored", len(parsed))
             with self._lock:
@@ -355,7 +363,10 @@ class Ingester:
             self._cpu["store"] += t2 - t1
             self._cpu["ack"] += t3 - t2
         if self._on_stored is not None and result.fresh:
-            self._on_stored(result.fresh)
+            try:
+                self._on_stored(result.fresh)
+            except Exception:  # a consumer's bug (rollout gates, tail) must not stop ingestion
+                _log.exception("telemetry on_stored callback failed")
 
     def _maybe_compact(self, last: float) -> float:
         if self._compact_every is None or time.monotonic() - last < self._compact_every:

@@ -142,7 +142,9 @@ def _thread_cpu(name_prefix: str) -> float:
     return 0.0
 
 
-def replica(url: str, db: str, index: int, stored_total: Any, stop: Any, out: Connection) -> None:
+def replica(
+    url: str, db: str, index: int, stored_total: Any, stop: Any, out: Connection, buffered: bool = True
+) -> None:
     """One ingest replica (its own process): ingest until ``stop``, then send its figures through ``out``."""
     engine = create_engine(db)
     store = TelemetryStore(engine, create=False)
@@ -167,6 +169,7 @@ def replica(url: str, db: str, index: int, stored_total: Any, stop: Any, out: Co
             batch_max=1000,
             queue_size=20000,
             device_rate_per_s=None,
+            buffered_reads=buffered,
         )
 
     first = ingester()  # creates the persistent session on the shared subscription
@@ -227,13 +230,14 @@ def bench_ingest(
     mode: str,
     rate: float = 0.0,
     broker_pid: int | None = None,
+    buffered: bool = True,
 ) -> dict[str, Any]:
     TelemetryStore(create_engine(db)).engine.dispose()  # tables exist before the replicas start
     stored_total = SPAWN.Value("q", 0)
     stop = SPAWN.Event()
     pipes = [SPAWN.Pipe() for _ in range(replicas)]
     procs = [
-        SPAWN.Process(target=replica, args=(url, db, i, stored_total, stop, child))
+        SPAWN.Process(target=replica, args=(url, db, i, stored_total, stop, child, buffered))
         for i, (_, child) in enumerate(pipes)
     ]
     for pr in procs:
@@ -425,6 +429,12 @@ def main() -> None:
     ap.add_argument("--db", default="sqlite", help="sqlite, or postgresql://HOST/ (a throwaway database per mode)")
     ap.add_argument("--agent-seconds", type=float, default=5.0, help="0: skip the agent overhead part")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
+    ap.add_argument(
+        "--paho",
+        choices=["buffered", "plain", "both"],
+        default="buffered",
+        help="ingest replicas read with BufferedClient (default), paho as is, or both side by side",
+    )
     args = ap.parse_args()
     result: dict[str, Any] = {
         "command": shlex.join([".venv/bin/python", "tools/bench/telemetry_bench.py", *sys.argv[1:]]),
@@ -435,13 +445,15 @@ def main() -> None:
         "load_at_start": load(),
     }
     modes = ["live", "backlog"] if args.mode == "both" else [args.mode]
+    readers = {"buffered": [True], "plain": [False], "both": [True, False]}[args.paho]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for mode in modes:
-            broker = Mosquitto(work / f"mosquitto-{mode}").start()
+        for mode, buffered in [(m, b) for m in modes for b in readers]:
+            key = f"ingest_{mode}" + ("" if buffered else "_plain_paho")
+            broker = Mosquitto(work / f"mosquitto-{key}").start()
             try:
-                with database(args.db, work / f"bench-{mode}.db") as db:
-                    result[f"ingest_{mode}"] = bench_ingest(
+                with database(args.db, work / f"bench-{key}.db") as db:
+                    result[key] = bench_ingest(
                         broker.url,
                         db,
                         replicas=args.replicas,
@@ -452,6 +464,7 @@ def main() -> None:
                         mode=mode,
                         rate=args.rate if mode == "live" else 0.0,
                         broker_pid=broker.proc.pid if broker.proc is not None else None,
+                        buffered=buffered,
                     )
             finally:
                 broker.stop()

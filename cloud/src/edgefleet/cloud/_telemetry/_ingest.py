@@ -28,6 +28,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ._broker import BrokerAddress
+from ._client import BufferedClient
 from ._errors import TelemetryIngestError
 from ._store import TelemetryStore
 from ._validate import Parsed, Rejected, parse_message
@@ -129,11 +130,14 @@ class Ingester:
         on_stored: Callable[[list[Parsed]], None] | None = None,  # called with each batch newly stored
         device_rate_per_s: float | None = 200.0,
         device_burst: int = 5000,
+        buffered_reads: bool = True,
     ) -> None:
         """``device_rate_per_s`` / ``device_burst``: what one device may send (a token bucket per device);
         beyond it messages are acknowledged, dropped and counted (``stats().rate_limited``), and other
         devices are unaffected. The burst lets an agent replay its spool after an outage; None: no limit.
+        ``buffered_reads``: read the socket 64 KiB at a time (``_client.BufferedClient``); False: paho as is.
         """
+        self._buffered_reads = buffered_reads
         self.broker = broker
         self.store = store
         self.client_id = client_id or f"edgefleet-ingest-{socket.gethostname()}"
@@ -166,7 +170,7 @@ class Ingester:
         if self._client is not None:
             return
         self._stop.clear()
-        client = mqtt.Client(
+        client = (BufferedClient if self._buffered_reads else mqtt.Client)(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=self.client_id,
             protocol=mqtt.MQTTv5,

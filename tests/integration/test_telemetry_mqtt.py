@@ -283,6 +283,45 @@ def test_unforeseen_validator_and_callback_failures_do_not_stop_ingestion(
     assert arrivals.get("cam-bug", "telemetry") == [last]
 
 
+def test_backlog_drains_through_buffered_reads_without_stalling(broker: Mosquitto, store: TelemetryStore) -> None:
+    """3,000 messages wait in the broker for the ingester's persistent session, then arrive back to back:
+    many packets per socket read. Every one is stored, promptly (a packet left in the read buffer
+    would wait for the next keepalive, 30 s)."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from edgefleet.cloud._telemetry._client import BufferedClient
+
+    first = ingester(broker.url, store, client_id="itest-backlog")
+    first.stop()  # the broker keeps the session and queues what comes next
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    client.max_inflight_messages_set(1000)
+    client.connect("127.0.0.1", broker.port)
+    client.loop_start()
+    n = 3000
+    try:
+        infos = []
+        for seq in range(1, n + 1):
+            msg = telemetry()
+            msg.header.device_id, msg.header.fleet, msg.header.sequence = "cam-backlog", "itest", seq
+            body = json_format.MessageToJson(msg, indent=None).encode()
+            infos.append(client.publish("edgefleet/v1/itest/cam-backlog/telemetry", body, qos=1))
+        for info in infos:
+            info.wait_for_publish(10)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    t0 = time.monotonic()
+    ing = ingester(broker.url, store, client_id="itest-backlog", batch_max=500)
+    try:
+        assert isinstance(ing._client, BufferedClient)
+        assert wait_for(lambda: ing.stats().stored >= n, 20), f"{ing.stats().stored} of {n} stored"
+        assert time.monotonic() - t0 < 15
+    finally:
+        ing.stop()
+    assert store.sequences("cam-backlog", "telemetry") == list(range(1, n + 1))
+
+
 def fake_stats() -> PipelineStats:
     stream = StreamStats(
         "rtsp://admin:hunter2@10.0.0.5/live",

@@ -91,3 +91,47 @@ def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.05) -> b
             return True
         time.sleep(interval_s)
     return bool(callable(predicate) and predicate())
+
+
+class EmbeddedBroker:
+    """edgefleet's own MQTT 5 broker (``python -m edgefleet.cloud._telemetry._embedded_broker``), with the
+    same interface as :class:`Mosquitto`; its sessions live in memory, so a restart forgets them."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedBroker:
+        import sys
+
+        module = "edgefleet.cloud._telemetry._embedded_broker"
+        log = (self.workdir / "broker.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", str(self.port), "--persist", str(self.workdir / "state.json")],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        log.close()
+        try:
+            wait_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.proc = None

@@ -32,14 +32,15 @@ from edgefleet.edge._telemetry import (
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 from edgefleet.sdk import PipelineStats, StreamStats
 
-from .telemetry_broker import Mosquitto, free_port, wait_for
+from .telemetry_broker import EmbeddedBroker, Mosquitto, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    m = Mosquitto(tmp_path / "mosquitto").start()
+@pytest.fixture(params=["mosquitto", "embedded"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mosquitto | EmbeddedBroker]:
+    """Every test runs against Mosquitto and against the embedded broker ``make demo`` falls back to."""
+    m = (Mosquitto if request.param == "mosquitto" else EmbeddedBroker)(tmp_path / "broker").start()
     yield m
     m.stop()
 

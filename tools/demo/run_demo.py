@@ -68,37 +68,38 @@ def stop(p: subprocess.Popen[bytes] | None) -> None:
 
 def start_broker(out: Path, url: str | None) -> tuple[str | None, subprocess.Popen[bytes] | None]:
     """The MQTT 5 broker for telemetry: ``--mqtt`` / $EDGEFLEET_DEMO_MQTT when given, else a private
-    Mosquitto on a free loopback port when the system has one, else none (the demo runs without telemetry).
-
-    (amqtt, the embedded Python broker, speaks MQTT 3.1.1 only and refuses the MQTT 5 clients that the
-    agent and the controller are, so it cannot stand in.)"""
-    if url:
+    Mosquitto on a free loopback port when the system has one, else edgefleet's embedded MQTT 5 broker
+    (``edgefleet.cloud._telemetry._embedded_broker``: for demos and tests, not for a fleet)."""
+    if url and url != "embedded":
         return url, None
-    exe = shutil.which("mosquitto") or next(
-        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if Path(p).exists()), None
+    exe = (
+        None
+        if url == "embedded"
+        else shutil.which("mosquitto")
+        or next((p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if Path(p).exists()), None)
     )
-    if exe is None:
-        console.print(
-            "[yellow]note:[/] no MQTT broker (install mosquitto or pass --mqtt URL): demo runs without telemetry"
-        )
-        return None, None
     port = free_port()
-    conf = out / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
-    proc = spawn([exe, "-c", str(conf)], out / "mosquitto.log")
+    if exe is not None:
+        conf = out / "mosquitto.conf"
+        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
+        cmd, log, name = [exe, "-c", str(conf)], out / "mosquitto.log", "mosquitto"
+    else:
+        module = "edgefleet.cloud._telemetry._embedded_broker"
+        cmd, log, name = [sys.executable, "-m", module, "--port", str(port)], out / "broker.log", "embedded broker"
+    proc = spawn(cmd, log)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            if exe is None:
+                console.print("[dim]telemetry broker: edgefleet's embedded MQTT 5 broker (no mosquitto here)[/]")
             return f"mqtt://127.0.0.1:{port}", proc
         except OSError:
             if proc.poll() is not None:
                 break
             time.sleep(0.1)
     stop(proc)
-    console.print(
-        f"[yellow]note:[/] mosquitto did not start (see {out / 'mosquitto.log'}): demo runs without telemetry"
-    )
+    console.print(f"[yellow]note:[/] the {name} did not start (see {log}): demo runs without telemetry")
     return None, None
 
 
@@ -153,7 +154,8 @@ def main() -> int:
     ap.add_argument(
         "--mqtt",
         default=os.environ.get("EDGEFLEET_DEMO_MQTT"),
-        help="MQTT 5 broker for telemetry (default: private mosquitto when installed, else none)",
+        help="MQTT 5 broker URL for telemetry, or 'embedded' (default: a private mosquitto when installed, "
+        "else the embedded one)",
     )
     args = ap.parse_args()
     out: Path = args.out

@@ -1,0 +1,115 @@
+"""The embedded MQTT 5 broker's own edges (the telemetry flows run against it in test_telemetry_mqtt.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from edgefleet.cloud._telemetry._embedded_broker import topic_matches
+
+from .telemetry_broker import EmbeddedBroker
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    b = EmbeddedBroker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+def _client(version: int, port: int) -> tuple[mqtt.Client, threading.Event, list[object]]:
+    c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=version)
+    done, codes = threading.Event(), []
+
+    def on_connect(_c: mqtt.Client, _u: object, _f: object, reason: object, _p: object) -> None:
+        codes.append(reason)
+        done.set()
+
+    c.on_connect = on_connect
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    return c, done, codes
+
+
+def test_topic_filters() -> None:
+    assert topic_matches("a/+/c", "a/b/c") and not topic_matches("a/+/c", "a/b/d")
+    assert topic_matches("a/#", "a") and topic_matches("a/#", "a/b/c") and topic_matches("#", "x/y")
+    assert not topic_matches("+/x", "$SYS/x") and topic_matches("$SYS/#", "$SYS/x")
+    assert not topic_matches("a/b", "a/b/c") and not topic_matches("a/b/c", "a/b")
+
+
+def test_mqtt311_client_is_refused_cleanly(broker: EmbeddedBroker) -> None:
+    c, done, codes = _client(mqtt.MQTTv311, broker.port)  # paho retries as MQTT 3.1, refused the same way
+    try:
+        done.wait(2)
+        assert not c.is_connected()
+        assert all(code.is_failure for code in codes)  # type: ignore[attr-defined]
+    finally:
+        c.loop_stop()
+
+
+def test_garbage_closes_that_connection_only(broker: EmbeddedBroker) -> None:
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
+        s.sendall(b"\x10\xff\xff\xff\xff\x7f garbage")  # CONNECT with a 5-byte remaining length
+        s.settimeout(5)
+        data = b""
+        try:
+            while chunk := s.recv(100):
+                data += chunk
+        except OSError:
+            pass
+    assert data == b"" or data[0] >> 4 == 14  # closed, with or without a DISCONNECT
+    c, done, codes = _client(mqtt.MQTTv5, broker.port)  # the broker still serves everyone else
+    got = threading.Event()
+    c.on_message = lambda *_: got.set()
+    try:
+        assert done.wait(5) and not codes[0].is_failure  # type: ignore[attr-defined]
+        c.subscribe("t/#", qos=1)
+        c.publish("t/x", b"hello", qos=1).wait_for_publish(5)
+        assert got.wait(5)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+def test_retained_message_reaches_a_late_subscriber_and_empty_payload_clears_it(broker: EmbeddedBroker) -> None:
+    pub, done, _ = _client(mqtt.MQTTv5, broker.port)
+    assert done.wait(5)
+    pub.publish("edgefleet/v1/f/d/status", b'{"state": 1}', qos=1, retain=True).wait_for_publish(5)
+    sub, done2, _ = _client(mqtt.MQTTv5, broker.port)
+    seen: list[tuple[str, bytes, bool]] = []
+    got = threading.Event()
+
+    def on_message(_c: mqtt.Client, _u: object, m: mqtt.MQTTMessage) -> None:
+        seen.append((m.topic, m.payload, m.retain))
+        got.set()
+
+    sub.on_message = on_message
+    try:
+        assert done2.wait(5)
+        sub.subscribe("edgefleet/v1/+/+/status", qos=1)
+        assert got.wait(5)
+        assert seen == [("edgefleet/v1/f/d/status", b'{"state": 1}', True)]
+        pub.publish("edgefleet/v1/f/d/status", b"", qos=1, retain=True).wait_for_publish(5)
+    finally:
+        for c in (pub, sub):
+            c.disconnect()
+            c.loop_stop()
+    late, done3, _ = _client(mqtt.MQTTv5, broker.port)
+    none = threading.Event()
+    late.on_message = lambda *_: none.set()
+    try:
+        assert done3.wait(5)
+        late.subscribe("edgefleet/v1/+/+/status", qos=1)
+        assert not none.wait(1.0)  # cleared
+    finally:
+        late.disconnect()
+        late.loop_stop()

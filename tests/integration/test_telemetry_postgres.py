@@ -140,3 +140,52 @@ def test_postgres_replicas_writing_the_same_devices_take_turns(pg_url: str) -> N
         assert latest == dict.fromkeys(devices, 40.0)  # the newest sequence's figures, whoever wrote last
     finally:
         engine.dispose()
+
+
+def test_postgres_replicas_meeting_a_new_device_both_keep_their_state(pg_url: str) -> None:
+    """Two writers see the same brand-new devices at the same moment: one brings its status (online), the
+    other a later telemetry message. Both must end up in the device row (before, the second insert of the
+    new row did nothing and one writer's state was lost)."""
+    engine = create_engine(pg_url)
+    try:
+        stores = [TelemetryStore(engine), TelemetryStore(engine, create=False)]
+        now = time.time()
+        rounds = 25
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(2)
+
+        def status(d: str) -> object:
+            m = pb.Status(state=pb.Status.STATE_ONLINE, agent_version="9.9.9")
+            m.started_at.FromNanoseconds(int(now * 1e9))
+            stamp(m, Identity("pg", d), 1, [], now=now)
+            return parse_message(f"edgefleet/v1/pg/{d}/status", encode(m, Encoding.JSON), None, 4096)
+
+        def telemetry(d: str) -> object:
+            m = pb.Telemetry()
+            m.pipelines.add(name="default", fps=12.5)
+            stamp(m, Identity("pg", d), 2, [], now=now)
+            return parse_message(f"edgefleet/v1/pg/{d}/telemetry", encode(m, Encoding.JSON), None, 4096)
+
+        def writer(k: int) -> None:
+            for r in range(rounds):
+                d = f"new-{r:02d}"
+                item = status(d) if k == 0 else telemetry(d)
+                barrier.wait(10)
+                try:
+                    stores[k].write([item])  # type: ignore[list-item]
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        states = {s.device_id: s for s in stores[0].devices(fleet="pg")}
+        assert len(states) == rounds
+        for s in states.values():
+            assert s.online and s.agent_version == "9.9.9", s  # the status writer's state
+            assert s.fps == 12.5, s  # the telemetry writer's state
+    finally:
+        engine.dispose()

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ._errors import TelemetryIngestError
 from ._schema import create_tables, devices, messages, rollups
 from ._validate import KINDS, Parsed
-from ._write import Statements, fold_devices, message_row
+from ._write import Statements, fold_devices, message_row, new_device
 
 __all__ = ["DeviceHealth", "DeviceState", "TelemetryStore", "WriteResult", "since_epoch"]
 
@@ -114,6 +114,14 @@ class TelemetryStore:
         ids = sorted({p.device_id for p in fresh})
         q = select(devices).where(devices.c.device_id.in_(ids)).order_by(devices.c.device_id).with_for_update()
         known = {r["device_id"]: dict(r) for r in conn.execute(q).mappings()}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            # A device seen for the first time: create its row empty first (ON CONFLICT DO NOTHING), then lock
+            # and fold onto whatever is there. Another replica creating it at the same moment then only
+            # delays this one; before, the second insert did nothing and that replica's state was lost.
+            fleets = {p.device_id: p.fleet for p in fresh}
+            self._sql.write_devices(conn, [], [new_device(i, fleets[i]) for i in missing])
+            known = {r["device_id"]: dict(r) for r in conn.execute(q).mappings()}
         updates, inserts = fold_devices(fresh, known, now)
         self._sql.write_devices(conn, updates, inserts)
 

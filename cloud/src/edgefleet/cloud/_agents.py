@@ -21,6 +21,7 @@ from ._convert import msg_dict
 from ._errors import DatabaseError
 from ._registry import SHA256_RE, ArtifactStore
 from ._settings import ControllerSettings
+from ._status_writer import StatusWriter
 from ._store import Row, Store
 
 __all__ = ["AgentHub", "AgentServicer"]
@@ -88,12 +89,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         hub: AgentHub,
         settings: ControllerSettings,
         on_event: Any,
+        status_writer: StatusWriter | None = None,
     ) -> None:
+        """``status_writer``: status reports are batched through it (None: one transaction each)."""
         self.store = store
         self.artifacts = artifacts
         self.hub = hub
         self.settings = settings
         self.on_event = on_event
+        self.status_writer = status_writer
 
     async def Connect(
         self,
@@ -187,12 +191,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             async for msg in it:
                 kind = msg.WhichOneof("body")
                 if kind == "status":
-                    await self.store.call(
-                        self.store.status,
-                        conn.device_id,
-                        [msg_dict(p) for p in msg.status.pipelines],
-                        msg_dict(msg.status.health),
-                    )
+                    pipelines = [msg_dict(p) for p in msg.status.pipelines]
+                    if self.status_writer is not None:
+                        self.status_writer.submit(conn.device_id, pipelines, msg_dict(msg.status.health))
+                    else:
+                        await self.store.call(self.store.status, conn.device_id, pipelines, msg_dict(msg.status.health))
                 elif kind == "event":
                     ev = msg.event
                     step = _step_name(ev.step)

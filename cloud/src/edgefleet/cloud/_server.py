@@ -21,6 +21,7 @@ from ._fleet import FleetServicer
 from ._registry import ArtifactStore
 from ._rollouts import RolloutEngine
 from ._settings import ControllerSettings
+from ._status_writer import StatusWriter
 from ._store import Store
 from ._telemetry import Ingester, TelemetryStore, parse_broker_url
 
@@ -75,13 +76,14 @@ class Controller:
         )
         from ._auth import Authorizer, server_credentials
 
+        self.status_writer = StatusWriter(self.store)
         self.server = grpc.aio.server(
             options=server_options(s),
             maximum_concurrent_rpcs=10_000,
             interceptors=[Authorizer(s.tls, s.admin_tokens)],
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake), self.server
+            AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake, self.status_writer), self.server
         )
         fleet_pb2_grpc.add_FleetServiceServicer_to_server(  # type: ignore[no-untyped-call]
             FleetServicer(self.store, self.artifacts, self.hub, self.engine, s, self.telemetry), self.server
@@ -107,7 +109,11 @@ class Controller:
         self._stack.push_async_callback(self._stop_server)
         for name in ("", *SERVICES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._tasks = [asyncio.create_task(self.engine.run()), asyncio.create_task(self._sweep())]
+        self._tasks = [
+            asyncio.create_task(self.engine.run()),
+            asyncio.create_task(self._sweep()),
+            asyncio.create_task(self.status_writer.run()),
+        ]
         self._stack.push_async_callback(self._cancel_tasks)
         _log.info(
             "controller %s listening on %s (db %s, schema v%d)",

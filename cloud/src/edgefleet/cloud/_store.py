@@ -166,6 +166,28 @@ class Store:
                 .values(pipelines=pipelines, health=health, health_at=now, last_seen=now)
             )
 
+    def status_many(self, rows: list[Row]) -> None:
+        """Several devices' latest status reports (``device_id``, ``pipelines``, ``health``, ``at``) in one
+        transaction."""
+        if not rows:
+            return
+        stmt = (
+            sa.update(devices)
+            .where(devices.c.device_id == sa.bindparam("b_device"))
+            .values(
+                pipelines=sa.bindparam("b_pipelines"),
+                health=sa.bindparam("b_health"),
+                health_at=sa.bindparam("b_at"),
+                last_seen=sa.bindparam("b_at"),
+            )
+        )
+        params = [
+            {"b_device": r["device_id"], "b_pipelines": r["pipelines"], "b_health": r["health"], "b_at": r["at"]}
+            for r in rows
+        ]
+        with self.engine.begin() as c:
+            c.execute(stmt, params)
+
     def event(self, device_id: str, command_id: str, done: bool, ok: bool, message: str) -> None:
         now = self.clock()
         with self.engine.begin() as c:

@@ -269,6 +269,15 @@ def test_wave_rollout_survives_offline_agent_and_controller_kill(
         30,
     )
 
+    # devices that match the selector only now follow the completed rollout: a brand-new agent, and b1
+    # once an operator gives it the label
+    fleet.start_agent("a4", site, v1)
+    fleet.client.set_labels("b1", site, [])
+    for late in ("a4", "b1"):
+        wait_for(f"{late} on v2", lambda late=late: fleet.serving(late) == {"toy-yolo:2.0.0"}, 40)
+        wait_for(f"{late} succeeded", lambda late=late: _member(fleet, ro.rollout_id, late).state == "succeeded", 30)
+    assert fleet.client.rollout(ro.rollout_id).state == "completed"
+
     # a replayed command (same id) is answered from the agent's record and changes nothing
     a1_cmd = next(d for d in fleet.device("a1").desired if d.model_name == "toy-yolo").command_id
     _replay(db_url, a1_cmd)

@@ -365,3 +365,66 @@ def test_rollout_create_is_idempotent_and_one_active_per_model(store: Store) -> 
     assert store.acquire_lease(rid, "a", 10)
     store.clock.t += 11  # type: ignore[attr-defined]
     assert store.acquire_lease(rid, "b", 10)
+
+
+def create_for(store: Store, selector: dict[str, str], waves: list[str], version: str) -> str:
+    """A rollout to the devices matching ``selector``, as CreateRollout builds it."""
+    ids = [d["device_id"] for d in store.list_devices(selector)]
+    rid = create(store, ids, waves, version)
+    with store.engine.begin() as c:
+        c.execute(sa.update(tables["rollouts"]).where(tables["rollouts"].c.rollout_id == rid).values(selector=selector))
+    return rid
+
+
+def test_a_device_that_matches_later_follows_a_completed_rollout(store: Store) -> None:
+    ids = add_devices(store, 2, {"site": "a"})
+    rid = create_for(store, {"site": "a"}, ["100%"], "2.0.0")
+    eng = engine(store)
+    eng.step(rid)
+    for d in ids:
+        agent_applies(store, rid, d)
+    eng.step(rid)
+    store.clock.t += 5  # type: ignore[attr-defined]
+    for d in ids:
+        store.status(d, pipes("m:2.0.0"), {"healthy": True})
+    eng.step(rid)
+    assert store.get_rollout(rid)["state"] == "completed"
+    # a new device with other labels: nothing; then an operator labels it site=a: it joins
+    store.hello("late", {"site": "b"}, {}, pipes("m:1.0.0"), "r#late")
+    assert store.join_rollouts("late") == []
+    store.set_labels("late", {"site": "a"}, [])
+    assert store.join_rollouts("late") == [rid]
+    assert store.join_rollouts("late") == []  # once
+    assert store.pending_commands("late")[0]["command_id"] == f"{rid}.late.apply"
+    assert rid in store.active_rollouts()  # the engine watches the newcomer's health
+    agent_applies(store, rid, "late")
+    eng.step(rid)
+    store.clock.t += 5  # type: ignore[attr-defined]
+    store.status("late", pipes("m:2.0.0"), {"healthy": True})
+    eng.step(rid)
+    ro = store.get_rollout(rid)
+    assert ro["state"] == "completed" and states(store, rid)["late"] == "succeeded"
+    assert rid not in store.active_rollouts()
+
+
+def test_a_new_device_joins_the_current_wave_of_a_running_rollout_and_the_newest_rollout_wins(store: Store) -> None:
+    ids = add_devices(store, 3, {"site": "a"})
+    old = create_for(store, {"site": "a"}, ["100%"], "2.0.0")
+    with store.engine.begin() as c:  # an older, completed rollout of the same model to the same selector
+        c.execute(sa.update(tables["rollouts"]).where(tables["rollouts"].c.rollout_id == old).values(state="completed"))
+    store.clock.t += 1  # type: ignore[attr-defined]
+    rid = create_for(store, {"site": "a"}, ["1", "100%"], "3.0.0")
+    eng = engine(store)
+    assert eng.step(rid) == ["d0"]  # wave 1: the canary
+    store.hello("newcomer", {"site": "a"}, {}, pipes("m:1.0.0"), "r#n")
+    assert store.join_rollouts("newcomer") == [rid]  # the newest matching rollout, not the older one
+    member = next(m for m in store.get_rollout(rid)["devices"] if m["device_id"] == "newcomer")
+    assert member["wave"] == 0 and member["state"] == "pending" and member["previous_ref"] == "m:1.0.0"
+    assert eng.step(rid) == ["newcomer"]  # sent with the wave it joined
+    assert store.pending_commands("newcomer")[0]["ref"] == "m:3.0.0"
+    # a device already serving the rollout's artifact is left alone
+    sha = store.get_rollout(rid)["sha256"]
+    serving = [{"name": "cam", "model_ref": "m:3.0.0", "model_sha256": sha, "state": "running", "health": {}}]
+    store.hello("current", {"site": "a"}, {}, serving, "r#c")
+    assert store.join_rollouts("current") == []
+    assert len(ids) == 3

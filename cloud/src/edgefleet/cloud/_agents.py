@@ -157,6 +157,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             conn.conn_id,
         )
         _log.info("agent %s connected (%s)", device_id, context.peer())
+        joined = await self.store.call(self.store.join_rollouts, device_id)
+        if joined:
+            _log.info("agent %s joins rollout(s) %s: its labels match", device_id, ", ".join(joined))
+            self.on_event()  # the engine sends running rollouts' commands; a completed one's is pending now
         reader = asyncio.create_task(self._read(it, conn))
         try:
             yield agent_pb2.ControllerMessage(

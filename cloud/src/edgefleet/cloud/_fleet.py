@@ -177,6 +177,12 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     async def SetLabels(self, request: fleet_pb2.SetLabelsRequest, context: Any) -> fleet_pb2.Device:
         _check_labels(dict(request.set), "labels")
         r = await self.store.call(self.store.set_labels, request.device_id, dict(request.set), list(request.remove))
+        joined = await self.store.call(self.store.join_rollouts, request.device_id)
+        if joined:
+            _log.info("device %s joins rollout(s) %s: its new labels match", request.device_id, ", ".join(joined))
+            self.hub.notify(request.device_id)
+            self.engine.wake()
+            r = await self.store.call(self.store.get_device, request.device_id)
         return await self._device_pb(r)
 
     @_unary

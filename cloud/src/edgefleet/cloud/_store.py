@@ -343,6 +343,77 @@ class Store:
             ]
             return [self._rollout(c, i) for i in ids]
 
+    def join_rollouts(self, device_id: str) -> list[str]:
+        """A device that matches a rollout's selector after the rollout started (a new device, or new
+        labels) follows it: for each model, the newest rollout (running, paused or completed) whose
+        selector matches the device takes it in, unless the device is already a member, is already told
+        to serve that artifact or serves it. A running or paused rollout adds it to its current wave; a
+        completed one sends it the command at once (the rollout engine then watches its health like any
+        member's). Returns the rollouts joined."""
+        now = self.clock()
+        joined: list[str] = []
+        with self.engine.begin() as c:
+            dev = self._device(c, device_id)
+            candidates = c.execute(
+                sa.select(rollouts)
+                .where(rollouts.c.state.in_(("running", "paused", "completed")))
+                .order_by(rollouts.c.created_at.desc())
+            ).mappings()
+            decided: set[str] = set()
+            for ro in candidates:
+                if ro["model_name"] in decided or not matches(dev["labels"], ro["selector"]):
+                    continue
+                decided.add(ro["model_name"])  # the newest matching rollout of a model decides
+                member = c.execute(
+                    sa.select(rollout_devices.c.state).where(
+                        rollout_devices.c.rollout_id == ro["rollout_id"], rollout_devices.c.device_id == device_id
+                    )
+                ).first()
+                told = any(d["model_name"] == ro["model_name"] and d["sha256"] == ro["sha256"] for d in dev["desired"])
+                serving = any(p.get("model_sha256") == ro["sha256"] for p in dev["pipelines"] or [])
+                if member is not None or told or serving:
+                    continue
+                name = ro["model_name"]
+                pipes = dev["pipelines"] or []
+                prev: Row = next((p for p in pipes if str(p.get("model_ref", "")).split(":")[0] == name), {})
+                completed = ro["state"] == "completed"
+                command_id = f"{ro['rollout_id']}.{device_id}.apply"
+                c.execute(
+                    sa.insert(rollout_devices).values(
+                        rollout_id=ro["rollout_id"],
+                        device_id=device_id,
+                        wave=len(ro["waves"]) - 1 if completed else ro["current_wave"],
+                        state="applying" if completed else "pending",
+                        previous_ref=prev.get("model_ref", ""),
+                        previous_sha=prev.get("model_sha256", ""),
+                        command_id=command_id if completed else "",
+                        swapped_at=0.0,
+                        message="joined: its labels match the selector" + ("; command sent" if completed else ""),
+                        updated_at=now,
+                    )
+                )
+                if completed:
+                    key = (desired.c.device_id == device_id, desired.c.model_name == ro["model_name"])
+                    c.execute(sa.delete(desired).where(*key))
+                    c.execute(
+                        sa.insert(desired).values(
+                            device_id=device_id,
+                            model_name=ro["model_name"],
+                            kind="apply",
+                            sha256=ro["sha256"],
+                            ref=ro["model_ref"],
+                            command_id=command_id,
+                            rollout_id=ro["rollout_id"],
+                            health_window_s=float(ro["params"].get("health_window_s", 30.0)),
+                            state="pending",
+                            message="",
+                            updated_at=now,
+                            done_at=0.0,
+                        )
+                    )
+                joined.append(ro["rollout_id"])
+        return joined
+
     def active_rollouts(self) -> list[str]:
         """Rollouts that still need driving: running or paused, or with members mid-command."""
         busy = sa.exists().where(

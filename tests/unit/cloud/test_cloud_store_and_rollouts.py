@@ -152,6 +152,17 @@ def states(store: Store, rid: str) -> dict[str, str]:
     return {m["device_id"]: m["state"] for m in store.get_rollout(rid)["devices"]}
 
 
+def swap_and_pass_health(store: Store, eng: RolloutEngine, rid: str, *devices: str) -> None:
+    """The devices apply the command, report healthy on the new version through the health window."""
+    for d in devices:
+        agent_applies(store, rid, d)
+    eng.step(rid)
+    store.clock.t += 5  # type: ignore[attr-defined]
+    for d in devices:
+        store.status(d, pipes("m:2.0.0"), {"healthy": True})
+    eng.step(rid)
+
+
 def test_waves_advance_only_after_swap_and_health_window(store: Store) -> None:
     ids = add_devices(store, 4, {"site": "a"})
     rid = create(store, ids, ["1", "100%"])
@@ -242,11 +253,7 @@ def test_offline_devices_do_not_block_a_wave_but_converge_later(store: Store) ->
     rid = create(store, ids, ["100%"])
     eng = engine(store)
     eng.step(rid)
-    agent_applies(store, rid, "d0")
-    eng.step(rid)
-    store.clock.t += 5  # type: ignore[attr-defined]
-    store.status("d0", pipes("m:2.0.0"), {"healthy": True})
-    eng.step(rid)
+    swap_and_pass_health(store, eng, rid, "d0")
     ro = store.get_rollout(rid)
     assert ro["state"] == "completed" and "1 offline" in ro["message"]
     assert store.pending_commands("d1")[0]["command_id"] == f"{rid}.d1.apply"  # waiting for it
@@ -381,13 +388,7 @@ def test_a_device_that_matches_later_follows_a_completed_rollout(store: Store) -
     rid = create_for(store, {"site": "a"}, ["100%"], "2.0.0")
     eng = engine(store)
     eng.step(rid)
-    for d in ids:
-        agent_applies(store, rid, d)
-    eng.step(rid)
-    store.clock.t += 5  # type: ignore[attr-defined]
-    for d in ids:
-        store.status(d, pipes("m:2.0.0"), {"healthy": True})
-    eng.step(rid)
+    swap_and_pass_health(store, eng, rid, *ids)
     assert store.get_rollout(rid)["state"] == "completed"
     # a new device with other labels: nothing; then an operator labels it site=a: it joins
     store.hello("late", {"site": "b"}, {}, pipes("m:1.0.0"), "r#late")
@@ -397,11 +398,7 @@ def test_a_device_that_matches_later_follows_a_completed_rollout(store: Store) -
     assert store.join_rollouts("late") == []  # once
     assert store.pending_commands("late")[0]["command_id"] == f"{rid}.late.apply"
     assert rid in store.active_rollouts()  # the engine watches the newcomer's health
-    agent_applies(store, rid, "late")
-    eng.step(rid)
-    store.clock.t += 5  # type: ignore[attr-defined]
-    store.status("late", pipes("m:2.0.0"), {"healthy": True})
-    eng.step(rid)
+    swap_and_pass_health(store, eng, rid, "late")
     ro = store.get_rollout(rid)
     assert ro["state"] == "completed" and states(store, rid)["late"] == "succeeded"
     assert rid not in store.active_rollouts()

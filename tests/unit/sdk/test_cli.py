@@ -19,7 +19,8 @@ def test_help_does_not_import_inference_or_video_libraries() -> None:
         "import sys\n"
         "from edgefleet.sdk._cli._app import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy_libs = {'cv2', 'onnxruntime', 'tensorrt', 'cuda', 'av', 'cupy', 'torch'}\n"
+        "heavy_libs = {'cv2', 'onnxruntime', 'tensorrt', 'cuda', 'av', 'cupy', 'torch',\n"
+        "              'numpy', 'pydantic', 'sqlalchemy', 'paho', 'grpc'}  # the SDK facade loads lazily\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in heavy_libs]\n"
         "print('HEAVY', heavy)\n"
     )

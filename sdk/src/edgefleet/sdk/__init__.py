@@ -13,37 +13,113 @@ Only the names below are public; everything in ``_``-modules may change without 
 
 from __future__ import annotations
 
-from ._archive import check_archive
-from ._backends import Backend, InputBuffer, TensorSpec
-from ._config import OnnxRuntimeConfig, PipelineConfig, SinkConfig, TensorRTConfig, load_pipeline_config
-from ._decoders import DecodeContext, Decoded, Decoder, DecoderParams, register_decoder
-from ._errors import (
-    BackendError,
-    BackendUnavailableError,
-    ConfigError,
-    DecoderError,
-    EdgefleetError,
-    IntegrityError,
-    ManifestError,
-    ModelMismatchError,
-    ModelPackageError,
-    PipelineError,
-    SignatureError,
-    SinkError,
-    SourceError,
-)
-from ._frames import Frame
-from ._manifest import Manifest, read_manifest
-from ._metrics import PipelineStats, StageStats, StreamStats
-from ._package import ModelPackage, load_package
-from ._pipeline import Pipeline
-from ._preprocess import Transform
-from ._redact import redact_uri
-from ._results import Classification, Detection, Result
-from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
-from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
-from ._sources import parse_source
-from ._swap import SwapEvent, SwapReport
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The names below load on first use (PEP 562), so ``import edgefleet.sdk`` (and ``edgefleet --help``)
+# does not pay for pydantic, numpy and every submodule up front.
+_EXPORTS: dict[str, str] = {
+    "Backend": "._backends",
+    "BackendError": "._errors",
+    "BackendUnavailableError": "._errors",
+    "CallbackSink": "._sinks",
+    "Classification": "._results",
+    "ConfigError": "._errors",
+    "DecodeContext": "._decoders",
+    "Decoded": "._decoders",
+    "Decoder": "._decoders",
+    "DecoderError": "._errors",
+    "DecoderParams": "._decoders",
+    "Detection": "._results",
+    "EdgefleetError": "._errors",
+    "Frame": "._frames",
+    "InputBuffer": "._backends",
+    "IntegrityError": "._errors",
+    "JsonlSink": "._sinks",
+    "Manifest": "._manifest",
+    "ManifestError": "._errors",
+    "ModelMismatchError": "._errors",
+    "ModelPackage": "._package",
+    "ModelPackageError": "._errors",
+    "OnnxRuntimeConfig": "._config",
+    "Pipeline": "._pipeline",
+    "PipelineConfig": "._config",
+    "PipelineError": "._errors",
+    "PipelineStats": "._metrics",
+    "Result": "._results",
+    "SignatureError": "._errors",
+    "Sink": "._sinks",
+    "SinkConfig": "._config",
+    "SinkError": "._errors",
+    "SourceError": "._errors",
+    "StageStats": "._metrics",
+    "StreamStats": "._metrics",
+    "SwapEvent": "._swap",
+    "SwapReport": "._swap",
+    "TensorRTConfig": "._config",
+    "TensorSpec": "._backends",
+    "Transform": "._preprocess",
+    "VideoSink": "._sinks",
+    "check_archive": "._archive",
+    "generate_signing_key": "._signing",
+    "key_id": "._signing",
+    "load_package": "._package",
+    "load_pipeline_config": "._config",
+    "load_private_key": "._signing",
+    "load_public_key": "._signing",
+    "parse_source": "._sources",
+    "read_manifest": "._manifest",
+    "redact_uri": "._redact",
+    "register_decoder": "._decoders",
+    "sign_manifest": "._signing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from ._archive import check_archive
+    from ._backends import Backend, InputBuffer, TensorSpec
+    from ._config import OnnxRuntimeConfig, PipelineConfig, SinkConfig, TensorRTConfig, load_pipeline_config
+    from ._decoders import DecodeContext, Decoded, Decoder, DecoderParams, register_decoder
+    from ._errors import (
+        BackendError,
+        BackendUnavailableError,
+        ConfigError,
+        DecoderError,
+        EdgefleetError,
+        IntegrityError,
+        ManifestError,
+        ModelMismatchError,
+        ModelPackageError,
+        PipelineError,
+        SignatureError,
+        SinkError,
+        SourceError,
+    )
+    from ._frames import Frame
+    from ._manifest import Manifest, read_manifest
+    from ._metrics import PipelineStats, StageStats, StreamStats
+    from ._package import ModelPackage, load_package
+    from ._pipeline import Pipeline
+    from ._preprocess import Transform
+    from ._redact import redact_uri
+    from ._results import Classification, Detection, Result
+    from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
+    from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
+    from ._sources import parse_source
+    from ._swap import SwapEvent, SwapReport
 
 __version__ = "0.1.0"
 

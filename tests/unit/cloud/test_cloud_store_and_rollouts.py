@@ -278,7 +278,7 @@ def test_migrations_are_versioned_and_idempotent(db_url: str) -> None:
         engine.dispose()
 
 
-def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4(db_url: str) -> None:
+def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4_and_v5(db_url: str) -> None:
     from edgefleet.cloud._telemetry import TelemetryStore, parse_message
     from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp
     from edgefleet.proto.v1 import telemetry_pb2 as pb
@@ -292,6 +292,7 @@ def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4(d
                 step(c)
                 c.execute(sa.insert(tables["schema_version"]).values(version=version, applied_at=0.0))
             c.execute(sa.text("ALTER TABLE telemetry_messages DROP COLUMN payload_pb"))
+            c.execute(sa.text("CREATE INDEX ix_telemetry_messages_received ON telemetry_messages (received_at)"))
             c.execute(
                 sa.text(
                     "INSERT INTO telemetry_messages (device_id, seq, fleet, kind, ts, received_at, error_event, "
@@ -299,7 +300,10 @@ def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4(d
                 ),
                 {"p": json.dumps(old)},
             )
-        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0] >= 4
+        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0] >= 5
+        indexes = {i["name"] for i in sa.inspect(engine).get_indexes("telemetry_messages")}
+        assert "ix_telemetry_messages_received" not in indexes  # v5: unused, dropped
+        assert "ix_telemetry_messages_device_kind_ts" in indexes
         event = pb.Event(swap=pb.Event.Swap(pipeline="p", phase=pb.Event.Swap.PHASE_FAILED))
         stamp(event, Identity("lab", "cam-1"), 2, [])
         body = encode(event, Encoding.PROTOBUF)

@@ -139,9 +139,10 @@ def _v3(conn: Connection) -> None:
     telemetry_metadata.create_all(conn, checkfirst=True)
 
 
-def _v4(conn: Connection) -> None:
-    # Binary protobuf telemetry is stored as received (telemetry_messages.payload_pb), no longer converted
-    # to JSON on ingest. A database created at v3 by this release already has the column.
+def _upgrade_telemetry(conn: Connection) -> None:
+    # v4: binary protobuf telemetry is stored as received (telemetry_messages.payload_pb), no longer
+    # converted to JSON on ingest. v5: ix_telemetry_messages_received dropped (no query used it). Both are
+    # what upgrade_tables does; a database created by this release already has the result.
     from ._telemetry._schema import upgrade_tables
 
     upgrade_tables(conn)
@@ -151,7 +152,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
     (3, "telemetry tables (telemetry_devices, telemetry_messages, telemetry_rollups)", _v3),
-    (4, "telemetry_messages.payload_pb (binary protobuf payloads stored as received)", _v4),
+    (4, "telemetry_messages.payload_pb (binary protobuf payloads stored as received)", _upgrade_telemetry),
+    (5, "drop ix_telemetry_messages_received (no query uses it; every insert paid for it)", _upgrade_telemetry),
 ]
 
 

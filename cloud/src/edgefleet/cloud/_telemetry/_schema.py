@@ -70,7 +70,6 @@ messages = Table(
     Column("payload", Text, nullable=False),  # JSON payloads as received; "" when payload_pb holds it
     Column("payload_pb", LargeBinary, nullable=True),  # binary protobuf payloads as received (since v4)
     Index("ix_telemetry_messages_device_kind_ts", "device_id", "kind", "ts"),
-    Index("ix_telemetry_messages_received", "received_at"),
 )
 
 # Downsampled telemetry: one row per device per bucket once raw rows pass their retention.
@@ -101,9 +100,28 @@ def _missing(conn: Connection) -> list[Column[object]]:
     ]
 
 
+# Indexes that shipped and are no longer used by any query (each costs every insert).
+_DROPPED_INDEXES = {"telemetry_messages": ("ix_telemetry_messages_received",)}
+
+
+def _stale_indexes(conn: Connection) -> list[str]:
+    insp = inspect(conn)
+    return [
+        name
+        for table, names in _DROPPED_INDEXES.items()
+        if insp.has_table(table)
+        for name in names
+        if name in {i["name"] for i in insp.get_indexes(table)}
+    ]
+
+
 def upgrade_tables(conn: Connection) -> list[str]:
-    """Add the columns a database made by an older release lacks; returns those added (idempotent)."""
+    """Add the columns a database made by an older release lacks and drop indexes no query uses; returns
+    what changed (idempotent)."""
     added: list[str] = []
+    for name in _stale_indexes(conn):
+        conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+        added.append(f"-{name}")
     for column in _missing(conn):
         table = column.table.name
         kind = column.type.compile(dialect=conn.dialect)
@@ -121,8 +139,8 @@ def create_tables(engine: Engine) -> None:
             added = upgrade_tables(conn)
     except SQLAlchemyError:
         with engine.connect() as conn:  # another process may have added it first
-            if _missing(conn):
+            if _missing(conn) or _stale_indexes(conn):
                 raise
         return
     if added:
-        _log.info("telemetry tables upgraded: added %s", ", ".join(added))
+        _log.info("telemetry tables upgraded: %s", ", ".join(added))

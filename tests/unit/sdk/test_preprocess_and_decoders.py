@@ -277,3 +277,13 @@ def test_nanodet_batch_decoder_matches_frame_by_frame(nanodet: Path) -> None:
     for i in range(n):
         (alone,) = dec.decode({k: v[i : i + 1] for k, v in outs.items()}, [ts[i]])
         assert alone == batch[i]
+
+
+@pytest.mark.parametrize("classes", [80, 7, 16])
+def test_any_class_above_threshold_matches_the_max_reduction(classes: int) -> None:
+    from edgefleet.sdk._decoders._detection import _any_above
+
+    rng = np.random.default_rng(classes)
+    scores = (rng.uniform(0, 1, (3, 500, classes)) ** 10).astype(np.float32)
+    for s in (scores, scores[:, ::2]):  # contiguous, and a strided view
+        np.testing.assert_array_equal(_any_above(s, 0.3), s.max(axis=2) > 0.3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,3 +114,69 @@ def test_retained_message_reaches_a_late_subscriber_and_empty_payload_clears_it(
     finally:
         late.disconnect()
         late.loop_stop()
+
+
+def test_keepalive_timeout_publishes_the_will(broker: EmbeddedBroker) -> None:
+    """A client that goes silent (no PINGREQ) is dropped after 1.5 x its keepalive and its Last Will sent."""
+    watcher, done, _ = _client(mqtt.MQTTv5, broker.port)
+    wills: list[bytes] = []
+    got = threading.Event()
+
+    def on_message(_c: mqtt.Client, _u: object, m: mqtt.MQTTMessage) -> None:
+        wills.append(m.payload)
+        got.set()
+
+    watcher.on_message = on_message
+    try:
+        assert done.wait(5)
+        watcher.subscribe("will/#", qos=1)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
+            # CONNECT by hand, MQTT 5, keepalive 1 s, will "will/silent" = "gone", then silence
+            will = b"\x00" + b"\x00\x0bwill/silent" + b"\x00\x04gone"  # will props, topic, payload
+            var = b"\x00\x04MQTT\x05" + bytes([0x02 | 0x04 | 0x08]) + b"\x00\x01" + b"\x00"
+            payload = b"\x00\x06silent" + will
+            body = var + payload
+            s.sendall(bytes([0x10, len(body)]) + body)
+            assert s.recv(64)[0] >> 4 == 2  # CONNACK
+            assert got.wait(5), "no will after the keepalive ran out"
+        assert wills == [b"gone"]
+    finally:
+        watcher.disconnect()
+        watcher.loop_stop()
+
+
+def test_shared_subscription_splits_and_unsubscribe_stops_delivery(broker: EmbeddedBroker) -> None:
+    counts = [0, 0]
+    subs = []
+    for k in range(2):
+        c, done, _ = _client(mqtt.MQTTv5, broker.port)
+        assert done.wait(5)
+
+        def on_message(_c: mqtt.Client, _u: object, _m: mqtt.MQTTMessage, k: int = k) -> None:
+            counts[k] += 1
+
+        c.on_message = on_message
+        c.subscribe("$share/g/data/#", qos=1)
+        subs.append(c)
+    pub, done, _ = _client(mqtt.MQTTv5, broker.port)
+    try:
+        assert done.wait(5)
+        time.sleep(0.3)  # both subscriptions in place
+        for i in range(40):
+            pub.publish(f"data/{i}", b"x", qos=1).wait_for_publish(5)
+        deadline = time.monotonic() + 5
+        while sum(counts) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sum(counts) == 40 and counts[0] == counts[1] == 20  # each message once, round robin
+        subs[0].unsubscribe("$share/g/data/#")
+        time.sleep(0.3)
+        for i in range(10):
+            pub.publish(f"data/{i}", b"x", qos=1).wait_for_publish(5)
+        deadline = time.monotonic() + 5
+        while sum(counts) < 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert counts == [20, 30]
+    finally:
+        for c in (*subs, pub):
+            c.disconnect()
+            c.loop_stop()

@@ -180,3 +180,16 @@ def test_shared_subscription_splits_and_unsubscribe_stops_delivery(broker: Embed
         for c in (*subs, pub):
             c.disconnect()
             c.loop_stop()
+
+
+def test_sessions_expire_after_their_interval() -> None:
+    """Unit-level: an away client's session (and what is queued for it) goes once its expiry has passed."""
+    from edgefleet.cloud._telemetry._embedded_broker import EmbeddedBroker as Broker
+    from edgefleet.cloud._telemetry._embedded_broker import _Session
+
+    b = Broker()
+    b.sessions["keep"] = _Session("keep", expiry_s=60, gone_at=100.0)
+    b.sessions["drop"] = _Session("drop", expiry_s=10, gone_at=100.0)
+    assert b.expire(now=120.0) == ["drop"]
+    assert list(b.sessions) == ["keep"]
+    assert b.expire(now=161.0) == ["keep"] and not b.sessions

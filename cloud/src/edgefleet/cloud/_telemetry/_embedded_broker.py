@@ -323,8 +323,29 @@ class EmbeddedBroker:
         bound = server.sockets[0].getsockname()[1]
         if ready is not None:
             ready.set_result(bound)
-        async with server:
-            await server.serve_forever()
+        sweeper = asyncio.create_task(self._expire_sessions())
+        try:
+            async with server:
+                await server.serve_forever()
+        finally:
+            sweeper.cancel()
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Forget the sessions whose client has been away longer than their expiry interval."""
+        t = time.monotonic() if now is None else now
+        gone = [
+            cid
+            for cid, s in self.sessions.items()
+            if s.conn is None and s.gone_at is not None and t - s.gone_at > s.expiry_s
+        ]
+        for cid in gone:
+            del self.sessions[cid]
+        return gone
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            self.expire()
 
     # --- one connection -------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

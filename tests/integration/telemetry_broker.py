@@ -26,7 +26,38 @@ def wait_port(port: int, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
-class Mosquitto:
+class _BrokerProcess:
+    """A broker in a child process on a loopback port: ``url``, and ``stop()`` (SIGTERM, then SIGKILL)."""
+
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def _wait_started(self) -> None:
+        try:
+            wait_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+
+
+class Mosquitto(_BrokerProcess):
     """``mosquitto -c <tmp>/mosquitto.conf`` on a free port; ``stop()`` saves its persistence file."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
@@ -51,37 +82,12 @@ class Mosquitto:
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
-
     def start(self) -> Mosquitto:
         self.proc = subprocess.Popen(
             [self.exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        try:
-            wait_port(self.port)
-        except TimeoutError:
-            self.stop()
-            raise
+        self._wait_started()
         return self
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
-        self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.05) -> bool:
@@ -93,7 +99,7 @@ def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.05) -> b
     return bool(callable(predicate) and predicate())
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(_BrokerProcess):
     """edgefleet's own MQTT 5 broker (``python -m edgefleet.cloud._telemetry._embedded_broker``), with the
     same interface as :class:`Mosquitto`; its sessions live in memory, so a restart forgets them."""
 
@@ -102,10 +108,6 @@ class EmbeddedBroker:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
 
     def start(self) -> EmbeddedBroker:
         import sys
@@ -118,20 +120,5 @@ class EmbeddedBroker:
             stderr=log,
         )
         log.close()
-        try:
-            wait_port(self.port)
-        except TimeoutError:
-            self.stop()
-            raise
+        self._wait_started()
         return self
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.proc = None

@@ -89,9 +89,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         hub: AgentHub,
         settings: ControllerSettings,
         on_event: Any,
-        status_writer: StatusWriter | None = None,
+        status_writer: StatusWriter,
     ) -> None:
-        """``status_writer``: status reports are batched through it (None: one transaction each)."""
+        """Status reports go through ``status_writer`` (batched writes)."""
         self.store = store
         self.artifacts = artifacts
         self.hub = hub
@@ -196,10 +196,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 kind = msg.WhichOneof("body")
                 if kind == "status":
                     pipelines = [msg_dict(p) for p in msg.status.pipelines]
-                    if self.status_writer is not None:
-                        self.status_writer.submit(conn.device_id, pipelines, msg_dict(msg.status.health))
-                    else:
-                        await self.store.call(self.store.status, conn.device_id, pipelines, msg_dict(msg.status.health))
+                    self.status_writer.submit(conn.device_id, pipelines, msg_dict(msg.status.health))
                 elif kind == "event":
                     ev = msg.event
                     step = _step_name(ev.step)

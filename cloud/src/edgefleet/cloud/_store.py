@@ -158,13 +158,8 @@ class Store:
             return int(res.rowcount or 0)
 
     def status(self, device_id: str, pipelines: list[Row], health: Row) -> None:
-        now = self.clock()
-        with self.engine.begin() as c:
-            c.execute(
-                sa.update(devices)
-                .where(devices.c.device_id == device_id)
-                .values(pipelines=pipelines, health=health, health_at=now, last_seen=now)
-            )
+        """One device's status report, received now (the controller batches them: ``status_many``)."""
+        self.status_many([{"device_id": device_id, "pipelines": pipelines, "health": health, "at": self.clock()}])
 
     def status_many(self, rows: list[Row]) -> None:
         """Several devices' latest status reports (``device_id``, ``pipelines``, ``health``, ``at``) in one
@@ -248,11 +243,15 @@ class Store:
     # --- desired state -----------------------------------------------------------------------------
     def set_desired(self, row: Row) -> None:
         """Replace a device's desired state for one model name (a new command id supersedes the old)."""
-        now = self.clock()
         with self.engine.begin() as c:
-            key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
-            c.execute(sa.delete(desired).where(*key))
-            c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
+            self._put_desired(c, row, self.clock())
+
+    @staticmethod
+    def _put_desired(c: Connection, row: Row, now: float) -> None:
+        """Replace the device's desired row for ``row["model_name"]`` with ``row``, pending."""
+        key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
+        c.execute(sa.delete(desired).where(*key))
+        c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
 
     def send_wave(self, rollout_id: str, rows: list[Row]) -> None:
         """Set the desired state of many devices and mark them ``applying`` in one transaction (a wave
@@ -260,9 +259,7 @@ class Store:
         now = self.clock()
         with self.engine.begin() as c:
             for row in rows:
-                key = (desired.c.device_id == row["device_id"], desired.c.model_name == row["model_name"])
-                c.execute(sa.delete(desired).where(*key))
-                c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
+                self._put_desired(c, row, now)
                 c.execute(
                     sa.update(rollout_devices)
                     .where(rollout_devices.c.rollout_id == rollout_id, rollout_devices.c.device_id == row["device_id"])
@@ -393,24 +390,17 @@ class Store:
                     )
                 )
                 if completed:
-                    key = (desired.c.device_id == device_id, desired.c.model_name == ro["model_name"])
-                    c.execute(sa.delete(desired).where(*key))
-                    c.execute(
-                        sa.insert(desired).values(
-                            device_id=device_id,
-                            model_name=ro["model_name"],
-                            kind="apply",
-                            sha256=ro["sha256"],
-                            ref=ro["model_ref"],
-                            command_id=command_id,
-                            rollout_id=ro["rollout_id"],
-                            health_window_s=float(ro["params"].get("health_window_s", 30.0)),
-                            state="pending",
-                            message="",
-                            updated_at=now,
-                            done_at=0.0,
-                        )
-                    )
+                    command = {
+                        "device_id": device_id,
+                        "model_name": ro["model_name"],
+                        "kind": "apply",
+                        "sha256": ro["sha256"],
+                        "ref": ro["model_ref"],
+                        "command_id": command_id,
+                        "rollout_id": ro["rollout_id"],
+                        "health_window_s": float(ro["params"].get("health_window_s", 30.0)),
+                    }
+                    self._put_desired(c, command, now)
                 joined.append(ro["rollout_id"])
         return joined
 

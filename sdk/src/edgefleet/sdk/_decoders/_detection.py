@@ -122,9 +122,7 @@ class YoloDecoder(Decoder):
             and (out.shape[1] == 4 + n_labels or (n_labels == 0 and out.shape[1] < out.shape[2]))
         )
         if out.dtype != np.float32:
-            # numpy computes float16 in software (~10x slower than float32); widening first is cheaper,
-            # and on the GPU path only the candidate columns arrive here anyway
-            out = out.astype(np.float32)
+            out = out.astype(np.float32)  # scores compared in float32, as the frame-at-a-time decoder did
         # The whole batch at once: best score per anchor, threshold, then only the candidates are gathered.
         axis = 1 if channels_first else 2
         cls = out[:, 4:, :] if channels_first else out[:, :, 4:]

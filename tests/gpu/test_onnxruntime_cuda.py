@@ -25,6 +25,7 @@ def test_iobinding_matches_cpu(ort_cuda: str, nanodet: Path) -> None:
     gpu = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False)
     cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=4, warmup=False)
     assert "CUDAExecutionProvider" in gpu.backend.providers  # type: ignore[attr-defined]
+    gpu.backend._candidates.clear()  # type: ignore[attr-defined]  # the full tensors (filters: below)
     rng = np.random.default_rng(0)
     gbuf = gpu.buffers.get_nowait()
     assert gbuf.device.startswith("cuda")
@@ -40,6 +41,40 @@ def test_iobinding_matches_cpu(ort_cuda: str, nanodet: Path) -> None:
         for name in c:
             assert g[name].shape == c[name].shape
             np.testing.assert_allclose(g[name], c[name], atol=2e-3, rtol=1e-2)
+    gpu.close()
+    cpu.close()
+
+
+def test_host_buffers_on_the_cuda_provider_run_at_one_shape(ort_cuda: str, nanodet: Path) -> None:
+    """io_binding off (or no cuda-python): ORT's CUDA EP from host arrays, every run padded to the
+    buffer's size like the device path (the EP re-plans on each new shape); the rows asked for match the CPU."""
+    pkg = load_package(nanodet)
+    gpu = load_model(pkg, OnnxRuntimeConfig(io_binding=False), device=ort_cuda, max_batch=4, warmup=False)
+    cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=4, warmup=False)
+    backend = gpu.backend
+    assert "CUDAExecutionProvider" in backend.providers  # type: ignore[attr-defined]
+    assert backend._gpu_from_host  # type: ignore[attr-defined]
+    session, shapes = backend._session, []  # type: ignore[attr-defined]
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(session, name)
+
+        def run(self, names: object, feed: dict[str, np.ndarray]) -> object:
+            shapes.append(next(iter(feed.values())).shape[0])
+            return session.run(names, feed)
+
+    backend._session = Spy()  # type: ignore[attr-defined]
+    gbuf, cbuf = gpu.buffers.get_nowait(), cpu.buffers.get_nowait()
+    host = np.random.default_rng(2).standard_normal(cbuf.array.shape).astype(np.float32)
+    gbuf.array[...] = host
+    cbuf.array[...] = host
+    for n in (4, 1, 3):
+        g, c = backend.infer(gbuf, n), cpu.backend.infer(cbuf, n)
+        for name in c:
+            assert g[name].shape == c[name].shape
+            np.testing.assert_allclose(g[name], c[name], atol=2e-3, rtol=1e-2)
+    assert shapes == [4, 4, 4]
     gpu.close()
     cpu.close()
 
@@ -83,6 +118,30 @@ def test_gpu_candidate_filter_gives_cpu_detections(ort_cuda: str, tmp_path: Path
     cpu.close()
 
 
+def test_cuda_graph_is_refused_for_outputs_of_unknown_shape(
+    ort_cuda: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ORT allocates such outputs on the first run, which a graph would capture: graphs stay off (with a
+    warning) and every buffer's detections equal the CPU's."""
+    from tests.support.onnx_models import yolo_package
+
+    pkg = load_package(yolo_package(tmp_path / "y", symbolic_anchors=True))
+    with caplog.at_level("WARNING"):
+        gpu = load_model(pkg, OnnxRuntimeConfig(cuda_graph=True), device=ort_cuda, max_batch=2, warmup=False)
+    assert "cuda_graph is off" in caplog.text
+    cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=2, warmup=False)
+    frames = [np.full((48, 64, 3), 90, np.uint8), np.full((64, 64, 3), 30, np.uint8)]
+    want = _run_model(cpu, frames)
+    for _ in range(6):  # every buffer, twice
+        got = _run_model(gpu, frames)
+        assert [[(d.label, round(d.score, 4)) for d in g.detections] for g in got] == [
+            [(d.label, round(d.score, 4)) for d in w.detections] for w in want
+        ]
+    assert not any(b.handle.graphs for b in gpu.buffers.queue)  # type: ignore[attr-defined]
+    gpu.close()
+    cpu.close()
+
+
 def test_symbolic_output_dims_are_learned_then_bound_and_filtered(ort_cuda: str, tmp_path: Path) -> None:
     """An exporter's symbolic anchor dimension: ORT allocates the output on the first run, then it is
     preallocated and bound, and the GPU candidate filter engages; detections equal the CPU's every time."""
@@ -111,6 +170,63 @@ def test_symbolic_output_dims_are_learned_then_bound_and_filtered(ort_cuda: str,
     cpu.close()
 
 
+def _clip_frames(clip: Path, count: int) -> list[np.ndarray]:
+    import cv2
+
+    cap = cv2.VideoCapture(str(clip))
+    frames = []
+    while len(frames) < count:
+        ok, f = cap.read()
+        if not ok:
+            break
+        frames.append(f)
+    cap.release()
+    return frames
+
+
+def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nanodet: Path, clip: Path) -> None:
+    """NanoDet's (N, cells, C) scores are thresholded on the GPU, one filter per stride with its box
+    distributions alongside; the detections equal those from the full tensors of the same session, and
+    the kept rows equal the full tensors' rows."""
+    from edgefleet.sdk._sparse import CandidateRows
+
+    pkg = load_package(nanodet)
+    model = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False, buffers=1)
+    backend = model.backend
+    filters = dict(backend._candidates)  # type: ignore[attr-defined]
+    assert set(filters) == {"cls_8", "cls_16", "cls_32"}
+    frames = _clip_frames(clip, 4)
+    frames[2] = np.zeros_like(frames[2])  # a black frame
+    for n in (4, 3):
+        backend._candidates = {}  # type: ignore[attr-defined]
+        want = _run_model(model, frames[:n])
+        backend._candidates = filters  # type: ignore[attr-defined]
+        got = _run_model(model, frames[:n])
+        assert got == want
+        assert sum(len(d.detections) for d in want) >= 3  # type: ignore[attr-defined]
+    buf = model.buffers.get_nowait()  # type: ignore[attr-defined]
+    for i, f in enumerate(frames):
+        model.preprocess(f, buf, i)
+    model.preprocess.finish(buf, 4)
+    sparse = backend.infer(buf, 4)
+    backend._candidates = {}  # type: ignore[attr-defined]
+    dense = backend.infer(buf, 4)
+    model.buffers.put_nowait(buf)  # type: ignore[attr-defined]
+    for name in ("cls_8", "reg_8", "cls_32", "reg_32"):
+        rows = sparse[name]
+        assert isinstance(rows, CandidateRows)
+        assert rows.data.shape[1] < dense[name].shape[1]  # far fewer rows came back
+        for i in range(4):
+            keep = rows.index[i][rows.index[i] >= 0]
+            assert np.all(np.diff(keep) > 0)  # anchor order
+            np.testing.assert_array_equal(rows.data[i, : len(keep)], dense[name][i][keep])
+    threshold = model.decoder.p.score_threshold  # type: ignore[attr-defined]
+    kept = dense["cls_8"].max(axis=2) >= threshold
+    assert sparse["cls_8"].counts().tolist() == kept.sum(axis=1).tolist()
+    np.testing.assert_array_equal(np.asarray(sparse["cls_8"]), np.where(kept[:, :, None], dense["cls_8"], 0))
+    model.close()
+
+
 def _run_model(model: object, frames: list[np.ndarray]) -> list[object]:
     buf = model.buffers.get_nowait()  # type: ignore[attr-defined]
     ts = [model.preprocess(f, buf, i) for i, f in enumerate(frames)]  # type: ignore[attr-defined]
@@ -120,9 +236,13 @@ def _run_model(model: object, frames: list[np.ndarray]) -> list[object]:
     return model.decoder.decode(out, ts)  # type: ignore[attr-defined,no-any-return]
 
 
-def _detections(device: str, source: str, frames: int, batch: int) -> tuple[dict[int, list[str]], object]:
+def _detections(
+    device: str, source: str, frames: int, batch: int, frame_upload: bool = False
+) -> tuple[dict[int, list[str]], object]:
     seen: dict[int, list[str]] = {}
-    with Pipeline("models/nanodet-m", [source], device=device, max_batch=batch, max_frames=frames) as p:
+    with Pipeline(
+        "models/nanodet-m", [source], device=device, max_batch=batch, max_frames=frames, frame_upload=frame_upload
+    ) as p:
         for r in p.results():
             seen[r.sequence] = sorted(d.label for d in r.detections)
     return seen, p.stats()
@@ -133,18 +253,33 @@ def _agree(a: dict[int, list[str]], b: dict[int, list[str]]) -> float:
     return same / max(1, len(a))
 
 
-def test_pipeline_cpu_decode_one_upload_per_frame(
+def test_pipeline_cpu_decode_kernel_reads_frames_in_place(
+    ort_cuda: str, clip: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default the preprocessing kernel reads each CPU-decoded frame from its mapped pinned slot:
+    no copy at all, and the same detections as the CPU pipeline."""
+    monkeypatch.chdir(repo)
+    gpu, stats = _detections(ort_cuda, str(clip), 40, 4)
+    counts = stats.copies["counts"]  # type: ignore[attr-defined]
+    assert stats.results == 40  # type: ignore[attr-defined]
+    assert counts == {"host_to_host": 0, "host_to_device": 0, "device_to_host": 0, "device_to_device": 0}
+    assert stats.copies_per_frame == 0  # type: ignore[attr-defined]
+    cpu, _ = _detections("cpu", str(clip), 40, 4)
+    assert _agree(gpu, cpu) >= 0.9
+
+
+def test_pipeline_cpu_decode_frame_upload_one_copy_per_frame(
     ort_cuda: str, clip: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(repo)
-    gpu, stats = _detections(ort_cuda, str(clip), 40, 4)
+    uploaded, stats = _detections(ort_cuda, str(clip), 40, 4, frame_upload=True)
     counts = stats.copies["counts"]  # type: ignore[attr-defined]
     assert stats.results == 40  # type: ignore[attr-defined]
     assert counts["host_to_device"] == 40
     assert counts["device_to_host"] == 0 and counts["host_to_host"] == 0
     assert stats.copies_per_frame == pytest.approx(1.0)  # type: ignore[attr-defined]
-    cpu, _ = _detections("cpu", str(clip), 40, 4)
-    assert _agree(gpu, cpu) >= 0.9
+    in_place, _ = _detections(ort_cuda, str(clip), 40, 4)
+    assert uploaded == in_place  # the same pixels reach the kernel either way
 
 
 def test_pipeline_nvdec_no_pcie_copies(

@@ -221,18 +221,24 @@ def _yolo_reference(out: np.ndarray, threshold: float) -> list[list[tuple[int, f
     return frames
 
 
+def _yolo_outputs(n: int, classes: int, anchors: int, seed: int) -> np.ndarray:
+    """Random Ultralytics-layout outputs (N, 4 + C, A): boxes in a 64 px input, mostly low scores."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, 4 + classes, anchors), np.float32)
+    out[:, :2] = rng.uniform(0, 64, (n, 2, anchors))
+    out[:, 2:4] = rng.uniform(2, 20, (n, 2, anchors))
+    out[:, 4:] = rng.uniform(0, 1, (n, classes, anchors)) ** 6  # some above 0.25
+    return out
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_yolo_batch_decoder_matches_the_per_frame_reference(toy_models: dict[str, Path], dtype: type) -> None:
     from edgefleet.sdk._decoders._detection import YoloDecoder
 
     pkg = load_package(toy_models["yolo"])
     dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
-    rng = np.random.default_rng(7)
-    n, classes, anchors = 6, len(pkg.labels), 300
-    out = np.empty((n, 4 + classes, anchors), np.float32)
-    out[:, :2] = rng.uniform(0, 64, (n, 2, anchors))
-    out[:, 2:4] = rng.uniform(2, 20, (n, 2, anchors))
-    out[:, 4:] = rng.uniform(0, 1, (n, classes, anchors)) ** 6  # mostly low scores, some above 0.25
+    n = 6
+    out = _yolo_outputs(n, len(pkg.labels), 300, 7)
     out[2, 4:] = 0.0  # a frame with no candidate at all
     out[4, 4:, :5] = 0.5  # ties between classes: the first class wins, as argmax does
     out = out.astype(dtype)
@@ -250,6 +256,19 @@ def test_yolo_batch_decoder_matches_the_per_frame_reference(toy_models: dict[str
         )
 
 
+def _nanodet_outputs(p: object, n: int, seed: int) -> dict[str, np.ndarray]:
+    """Random NanoDet outputs for ``n`` frames: mostly low class scores (some pass 0.35), box logits."""
+    rng = np.random.default_rng(seed)
+    outs = {}
+    for o in p.manifest.outputs:  # type: ignore[attr-defined]
+        shape = (n, *o.shape[1:])
+        if o.name.startswith("cls_"):
+            outs[o.name] = (rng.uniform(0, 1, shape) ** 12).astype(np.float32)
+        else:
+            outs[o.name] = rng.normal(0, 2, shape).astype(np.float32)
+    return outs
+
+
 def test_nanodet_batch_decoder_matches_frame_by_frame(nanodet: Path) -> None:
     """Decoding a batch gives each frame exactly what decoding it alone gives."""
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
@@ -257,16 +276,8 @@ def test_nanodet_batch_decoder_matches_frame_by_frame(nanodet: Path) -> None:
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
     dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
-    rng = np.random.default_rng(3)
     n = 4
-    outs = {}
-    for o in p.manifest.outputs:
-        shape = (n, *o.shape[1:])
-        outs[o.name] = (
-            (rng.uniform(0, 1, shape) ** 12).astype(np.float32)
-            if o.name.startswith("cls_")
-            else rng.normal(0, 2, shape).astype(np.float32)
-        )
+    outs = _nanodet_outputs(p, n, 3)
     outs["cls_8"][1] = 0.0
     outs["cls_16"][1] = 0.0
     outs["cls_32"][1] = 0.0  # frame 1: nothing
@@ -287,3 +298,83 @@ def test_any_class_above_threshold_matches_the_max_reduction(classes: int) -> No
     scores = (rng.uniform(0, 1, (3, 500, classes)) ** 10).astype(np.float32)
     for s in (scores, scores[:, ::2]):  # contiguous, and a strided view
         np.testing.assert_array_equal(_any_above(s, 0.3), s.max(axis=2) > 0.3)
+
+
+def _candidates(dense: np.ndarray, axis: int, threshold: float, pad: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """What the GPU filter hands back, built on the host: the anchors with a score >= threshold in anchor
+    order, padded with ``pad`` zero anchors (index -1) past the busiest frame's count."""
+    scores = dense[:, 4:, :] if axis == 2 else dense
+    best = scores.max(axis=1 if axis == 2 else 2)
+    kept = [np.nonzero(b >= threshold)[0] for b in best]
+    m = max(len(k) for k in kept) + pad
+    index = np.full((dense.shape[0], m), -1, np.int32)
+    shape = (dense.shape[0], dense.shape[1], m) if axis == 2 else (dense.shape[0], m, dense.shape[2])
+    data = np.zeros(shape, dense.dtype)
+    for i, k in enumerate(kept):
+        index[i, : len(k)] = k
+        if axis == 2:
+            data[i, :, : len(k)] = dense[i][:, k]
+        else:
+            data[i, : len(k)] = dense[i][k]
+    return data, index
+
+
+def test_candidate_rows_densify_to_the_declared_shape() -> None:
+    from edgefleet.sdk._sparse import CandidateRows
+
+    rng = np.random.default_rng(5)
+    dense = (rng.uniform(0, 1, (3, 50, 6)) ** 4).astype(np.float32)
+    data, index = _candidates(dense, 1, 0.5)
+    rows = CandidateRows(data, index, dense.shape, axis=1)  # type: ignore[arg-type]
+    want = np.where((dense.max(axis=2) >= 0.5)[:, :, None], dense, 0)
+    np.testing.assert_array_equal(np.asarray(rows), want)
+    np.testing.assert_array_equal(rows[2], want[2])
+    assert rows.counts().tolist() == [int((b >= 0.5).sum()) for b in dense.max(axis=2)]
+    with pytest.raises(ValueError):
+        CandidateRows(data, index[:, :2], dense.shape, axis=1)  # type: ignore[arg-type]
+
+
+def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path) -> None:
+    """The filtered form (only the cells passing the threshold, with their indices) decodes to exactly the
+    detections of the full tensors."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._sparse import CandidateRows
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    n = 4
+    outs = _nanodet_outputs(p, n, 11)
+    for level in ("cls_8", "cls_16", "cls_32"):
+        outs[level][2] = 0.0  # a frame with no candidate
+    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
+    want = dec.decode(outs, ts)
+    sparse: dict[str, object] = {}
+    for cls_name, reg_name in dec.level_outputs():
+        data, index = _candidates(outs[cls_name], 1, dec.p.score_threshold)
+        reg = np.zeros((n, index.shape[1], outs[reg_name].shape[2]), np.float32)
+        for i in range(n):
+            k = index[i][index[i] >= 0]
+            reg[i, : len(k)] = outs[reg_name][i][k]
+        sparse[cls_name] = CandidateRows(data, index, outs[cls_name].shape, axis=1)
+        sparse[reg_name] = CandidateRows(reg, index, outs[reg_name].shape, axis=1)
+    got = dec.decode(sparse, ts)  # type: ignore[arg-type]
+    assert sum(len(d.detections) for d in want) > 10
+    assert got == want
+
+
+def test_yolo_decoder_gives_the_same_detections_from_gpu_candidates(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._sparse import CandidateRows
+
+    pkg = load_package(toy_models["yolo"])
+    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    n = 5
+    out = _yolo_outputs(n, len(pkg.labels), 400, 8)
+    out[3, 4:] = 0.0
+    t = compute_transform(64, 64, pkg.manifest.input)
+    want = dec.decode({"output0": out}, [t] * n)
+    data, index = _candidates(out, 2, dec.p.score_threshold)
+    got = dec.decode({"output0": CandidateRows(data, index, out.shape, axis=2)}, [t] * n)  # type: ignore[dict-item]
+    assert sum(len(d.detections) for d in want) > 10
+    assert got == want

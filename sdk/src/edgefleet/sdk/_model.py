@@ -163,12 +163,14 @@ def load_model(
 
 
 def _gpu_candidates(backend: Backend, decoder: Decoder) -> None:
-    """Ultralytics-layout detectors on a GPU backend: threshold on the GPU, only candidates come back."""
-    from ._decoders._detection import YoloDecoder
+    """Detectors on a GPU backend: threshold on the GPU, only the candidates come back."""
+    from ._decoders._detection import NanoDetDecoder, YoloDecoder
 
-    enable = getattr(backend, "filter_candidates", None)
-    if enable is not None and isinstance(decoder, YoloDecoder):
-        enable(decoder.output, len(decoder.ctx.labels), decoder.p.score_threshold)
+    if isinstance(decoder, YoloDecoder) and hasattr(backend, "filter_candidates"):
+        backend.filter_candidates(decoder.output, len(decoder.ctx.labels), decoder.p.score_threshold)
+    elif isinstance(decoder, NanoDetDecoder) and hasattr(backend, "filter_candidate_rows"):
+        for scores, boxes in decoder.level_outputs():
+            backend.filter_candidate_rows(scores, boxes, decoder.p.score_threshold)
 
 
 class ModelLease:

@@ -81,7 +81,9 @@ class Backend(ABC):
 
     @abstractmethod
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
-        """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each."""
+        """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each. A detector
+        output the GPU candidate filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows`
+        instead (``np.asarray`` turns it into the full array)."""
 
     def warmup(self, buffer: InputBuffer, n: int = 1, iterations: int = 3) -> float:
         """Run ``iterations`` inferences on the buffer's current contents; returns the mean ms of the runs

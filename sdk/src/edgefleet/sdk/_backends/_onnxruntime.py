@@ -8,8 +8,9 @@ only the outputs come back to the host (``_ort_cuda.py``). Optional CUDA graphs 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from .._config import OnnxRuntimeConfig
 from .._errors import BackendError, BackendUnavailableError
 from ._base import Backend, InputBuffer, TensorSpec
 
-__all__ = ["OnnxRuntimeBackend"]
+__all__ = ["CandidateFilter", "OnnxRuntimeBackend"]
 
 _log = logging.getLogger(__name__)
 _DTYPES = {
@@ -54,6 +55,21 @@ def _tensorrt_libs() -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class CandidateFilter:
+    """Threshold a detector output on the GPU and copy back only the anchors that pass (``_ort_cuda``).
+
+    ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
+    class score, with an optional ``companion`` (N, A, R) gathered for the same anchors."""
+
+    output: str
+    threshold: float
+    capacity: int
+    layout: Literal["channels_first", "rows"]
+    classes: int = 0
+    companion: str | None = None
+
+
 def _shape(raw: Any) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) and d > 0 else -1 for d in raw)
 
@@ -70,8 +86,10 @@ class OnnxRuntimeBackend(Backend):
         self._stream: Any = None  # edgefleet.sdk._cuda._runtime.Stream on the CUDA path
         self._ordinal = 0
         self._on_device = False
+        self._gpu_from_host = False
+        self._graphs = True  # cuda_graph asked for and possible (every output shape known up front)
         self._next_graph = 0
-        self._candidates: tuple[str, int, float, int] | None = None
+        self._candidates: dict[str, CandidateFilter] = {}
 
     def _providers(self, ort: Any) -> list[Any]:
         available = set(ort.get_available_providers())
@@ -91,7 +109,7 @@ class OnnxRuntimeBackend(Backend):
                 if self._stream is not None:  # ORT's kernels run on our stream: ordered with our copies
                     stream = str(self._stream.handle)
                     cuda_opts |= {"has_user_compute_stream": "1", "user_compute_stream": stream}
-                if self.config.cuda_graph and self._stream is not None:
+                if self.config.cuda_graph and self._stream is not None and self._graphs:
                     cuda_opts["enable_cuda_graph"] = "1"
                 chosen.append((name, cuda_opts))
             elif name == "TensorrtExecutionProvider":
@@ -141,6 +159,13 @@ class OnnxRuntimeBackend(Backend):
                 self.device,
             )
 
+    def _open(self, ort: Any, model_path: Path, opts: Any) -> Any:
+        try:
+            return ort.InferenceSession(str(model_path), sess_options=opts, providers=self._providers(ort))
+        except Exception as exc:  # ORT raises its own pybind exception types
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise BackendError(f"{model_path}: ONNX Runtime cannot load this model: {msg}") from None
+
     def load(self, model_path: Path) -> None:
         ort = _ort()
         self._prepare_cuda(ort)
@@ -157,11 +182,18 @@ class OnnxRuntimeBackend(Backend):
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if not model_path.is_file():
             raise BackendError(f"{model_path}: no such model file")
-        try:
-            self._session = ort.InferenceSession(str(model_path), sess_options=opts, providers=self._providers(ort))
-        except Exception as exc:  # ORT raises its own pybind exception types
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise BackendError(f"{model_path}: ONNX Runtime cannot load this model: {msg}") from None
+        self._session = self._open(ort, model_path, opts)
+        symbolic = [o.name for o in self._session.get_outputs() if any(d <= 0 for d in _shape(o.shape)[1:])]
+        if self.config.cuda_graph and self._stream is not None and symbolic:
+            # A graph replays fixed addresses, but ORT allocates outputs of unknown shape itself on the
+            # first run (and would capture that run): no graphs for such a model rather than wrong ones.
+            _log.warning(
+                "%s: cuda_graph is off for this model: output %s has dimensions unknown before a run",
+                model_path,
+                symbolic[0],
+            )
+            self._graphs = False
+            self._session = self._open(ort, model_path, opts)
         self.providers = list(self._session.get_providers())
         # InferenceSession.run is thread-safe; on the CPU path nothing else is shared between calls.
         self.concurrent_infer = self.providers[:1] == ["CPUExecutionProvider"]
@@ -178,6 +210,7 @@ class OnnxRuntimeBackend(Backend):
         if self.device.startswith("cuda") and not on_gpu and self._stream is not None:
             _log.warning("ONNX Runtime could not start its CUDA provider on %s; running on the CPU", self.device)
         self._on_device = on_gpu and self._stream is not None
+        self._gpu_from_host = on_gpu and self._stream is None  # onnxruntime-gpu without cuda-python
 
     def allocate_input(self, batch: int) -> InputBuffer:
         spec = self.inputs[0]
@@ -199,6 +232,8 @@ class OnnxRuntimeBackend(Backend):
         if buffer.device != "cpu":
             return self._infer_device(buffer, n)
         rows = self.fixed_batch or n
+        if self._gpu_from_host and self.config.pad_batch:
+            rows = buffer.capacity  # one input shape: the CUDA EP re-plans on every change (pad_batch)
         feed = {self.inputs[0].name: buffer.array[:rows]}
         try:
             values = self._session.run(self._output_names, feed)
@@ -212,7 +247,7 @@ class OnnxRuntimeBackend(Backend):
 
     def close(self) -> None:
         self._session = None
-        self._candidates = None
+        self._candidates = {}
         if self._stream is not None:
             self._stream.close()
 
@@ -241,5 +276,17 @@ class OnnxRuntimeBackend(Backend):
             return False  # (exporters often leave dimensions symbolic: those are checked on each run)
         if spec.shape[2] > 0 and spec.shape[2] <= capacity:
             return False  # nothing to gain
-        self._candidates = (output, num_classes, float(threshold), capacity)
+        self._candidates[output] = CandidateFilter(output, float(threshold), capacity, "channels_first", num_classes)
+        return True
+
+    def filter_candidate_rows(self, scores: str, companion: str | None, threshold: float, capacity: int = 1024) -> bool:
+        """Anchor-major scores (N, A, C) (NanoDet): keep only the anchors with any score at or above
+        ``threshold`` on the GPU, and the same anchors of ``companion`` (N, A, R) (their box
+        distributions). Returns False where it does not apply (CPU, other shapes)."""
+        names = {o.name: o for o in self.outputs}
+        if not self._on_device or scores not in names or (companion is not None and companion not in names):
+            return False
+        if len(names[scores].shape) != 3 or (companion is not None and len(names[companion].shape) != 3):
+            return False
+        self._candidates[scores] = CandidateFilter(scores, float(threshold), capacity, "rows", companion=companion)
         return True

@@ -5,7 +5,8 @@ runs ORT on the backend's stream, and copies the outputs' first ``n`` rows to fr
 detector whose candidate filter is on, only the candidates). By default every run uses the buffer's full
 capacity (``pad_batch``): the CUDA EP re-plans its convolutions on every change of input shape (measured on
 an H200, YOLOv8n at batch <= 8: 4.8 ms per run at one shape, 113 ms when the batch size varies). With CUDA
-graphs every run also keeps the same addresses, one graph per buffer (``gpu_graph_id``).
+graphs every run also keeps the same addresses, one graph per buffer (``gpu_graph_id``); a model with an
+output of unknown shape runs without graphs (the backend says so when it loads).
 
 Outputs whose ONNX shape has symbolic dimensions besides the batch (common in exported detectors) are
 left to ORT on the first run; their real shape is then learned and they are preallocated and bound like
@@ -15,7 +16,7 @@ Every device-to-host copy goes through ``cudaMemcpyAsync``, which releases the G
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,9 +25,10 @@ from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
+from .._sparse import CandidateRows
 
 if TYPE_CHECKING:
-    from ._onnxruntime import OnnxRuntimeBackend
+    from ._onnxruntime import CandidateFilter, OnnxRuntimeBackend
 
 __all__ = ["DeviceBinding"]
 
@@ -61,10 +63,13 @@ class DeviceBinding:
                     self._learn.add(o.name)
         self.run_options = ort.RunOptions()
         self.graph_id = graph_id
-        self.graphs = backend.config.cuda_graph and all(v is not None for v in self.outputs.values())
+        self.graphs = (
+            backend.config.cuda_graph and backend._graphs and all(v is not None for v in self.outputs.values())
+        )
         if self.graphs:
             self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
-        self._cand: tuple[DeviceArray, DeviceArray] | None = None
+        self._cand: dict[str, tuple[DeviceArray, DeviceArray, DeviceArray]] = {}
+        self._counts: DeviceArray | None = None  # (filters, rows) candidate counts of the last run
         self.candidate_counts: np.ndarray | None = None  # per frame, after a filtered run (tests, stats)
 
     def _bind(self, rows: int) -> None:
@@ -129,16 +134,13 @@ class DeviceBinding:
             return
         spec = next(o for o in self.backend.outputs if o.name == name)
         self.outputs[name] = DeviceArray.empty((self.rows, *shape[1:]), spec.dtype, self.ordinal)
-        self.bound_rows = -1  # rebind next run
-        if self.backend.config.cuda_graph and all(v is not None for v in self.outputs.values()):
-            self.graphs = True
-            self.run_options.add_run_config_entry("gpu_graph_id", str(self.graph_id))
+        self.bound_rows = -1  # rebind next run (CUDA graphs stay off: see OnnxRuntimeBackend.load)
 
     def _fetch(self, n: int, rows: int) -> dict[str, np.ndarray]:
         rt = cudart()
         stream = self.backend._stream.raw
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        result: dict[str, np.ndarray] = {}
+        result: dict[str, Any] = {}  # ndarrays, or CandidateRows where a filter engaged
         foreign: list[str] = [name for name, arr in self.outputs.items() if arr is None]
         values = self.io.get_outputs() if foreign else []
         names = [o.name for o in self.backend.outputs]
@@ -154,75 +156,191 @@ class DeviceBinding:
                 )
             result[name] = host
             self._adopt(name, shape, rows)
-        cand = self.backend._candidates
+        fetches = self._filter([f for f in self.backend._candidates.values() if f.output not in result], n)
+        covered = {name for fetch in fetches for name in fetch.names()}
         for name, arr in self.outputs.items():
-            if name in result:
+            if name in result or name in covered or arr is None:
                 continue
-            if arr is None:
-                continue
-            if cand is not None and cand[0] == name:
-                filtered = self._filter(arr, n, cand)
-                if filtered is not None:
-                    result[name] = filtered
-                    continue
             host = np.empty((n, *arr.shape[1:]), arr.dtype)
             check(rt.cudaMemcpyAsync(host.ctypes.data, arr.ptr, host.nbytes, d2h, stream), "cudaMemcpyAsync D2H")
             result[name] = host
         check(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        for fetch in fetches:
+            result.update(fetch.finish())
         return {name: result[name] for name in self.outputs}
 
-    def _filter(self, arr: DeviceArray, n: int, cand: tuple[str, int, float, int]) -> np.ndarray | None:
-        """Threshold + compaction on the GPU; None when a frame overflowed (the caller copies it all)."""
-        _, classes, threshold, k = cand
+    def _filter(self, filters: list[CandidateFilter], n: int) -> list[_Fetch]:
+        """Threshold + compaction on the GPU: every filter's kernel, one copy of all counts, one wait,
+        then the candidates' copies are queued (the caller waits once more for them and the other
+        outputs). A filter that does not apply to this run (an output not bound yet, another layout, a
+        frame with more than ``capacity`` candidates) is left out: its tensors are copied whole."""
+        plans = [p for p in (self._plan(f) for f in filters) if p is not None]
+        if not plans:
+            return []
         rt = cudart()
         stream = self.backend._stream
-        channels, anchors = arr.shape[1], arr.shape[2]
-        if channels != 4 + classes or anchors <= k:
-            return None  # not the layout the filter expects (or nothing to gain): the full tensor
-        if self._cand is None:
-            self._cand = (
-                DeviceArray.empty((self.rows, channels, k), arr.dtype, self.ordinal),
-                DeviceArray.empty((self.rows,), np.int32, self.ordinal),
+        if self._counts is None or self._counts.shape[0] < len(self.backend._candidates):
+            self._counts = DeviceArray.empty((len(self.backend._candidates), self.rows), np.int32, self.ordinal)
+        counts_dev = self._counts
+        check(rt.cudaMemsetAsync(counts_dev.ptr, 0, len(plans) * self.rows * 4, stream.raw), "cudaMemsetAsync")
+        for i, plan in enumerate(plans):
+            plan.launch(counts_dev.ptr + i * self.rows * 4, n, stream.handle)
+        counts = np.empty((len(plans), self.rows), np.int32)
+        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        check(rt.cudaMemcpyAsync(counts.ctypes.data, counts_dev.ptr, counts.nbytes, d2h, stream.raw), "D2H counts")
+        stream.synchronize()
+        fetches = []
+        for i, plan in enumerate(plans):
+            fetch = plan.fetch(counts[i, :n].copy(), stream.raw)
+            if fetch is not None:
+                fetches.append(fetch)
+                self.candidate_counts = fetch.counts
+        return fetches
+
+    def _plan(self, f: CandidateFilter) -> _Plan | None:
+        arr = self.outputs.get(f.output)
+        comp = self.outputs.get(f.companion) if f.companion else None
+        if arr is None or arr.ndim != 3 or (f.companion and (comp is None or comp.ndim != 3)):
+            return None
+        if f.layout == "channels_first":
+            width, anchors, comp_width = arr.shape[1], arr.shape[2], 0
+            if width != 4 + f.classes or anchors <= f.capacity:
+                return None  # not the layout the filter expects (or nothing to gain)
+        else:
+            anchors, width = arr.shape[1], arr.shape[2]
+            comp_width = comp.shape[2] if comp is not None else 0
+            if comp is not None and comp.shape[1] != anchors:
+                return None
+        k = min(f.capacity, anchors)
+        bufs = self._cand.get(f.output)
+        if bufs is None:
+            per = (self.rows, width, k) if f.layout == "channels_first" else (self.rows, k, width)
+            bufs = self._cand[f.output] = (
+                DeviceArray.empty(per, arr.dtype, self.ordinal),
+                DeviceArray.empty((self.rows, k, max(1, comp_width)), arr.dtype, self.ordinal),
+                DeviceArray.empty((self.rows, k), np.int32, self.ordinal),
             )
-        out, count = self._cand
-        check(rt.cudaMemsetAsync(count.ptr, 0, n * 4, stream.raw), "cudaMemsetAsync")
-        name = "ef_candidates_f16" if arr.dtype == np.float16 else "ef_candidates_f32"
-        kernel(name, self.ordinal).launch(
-            ((anchors + 255) // 256, n, 1),
+        return _Plan(f, arr, comp, bufs, anchors, width, comp_width, k, self.ordinal)
+
+
+class _Plan:
+    """One candidate filter for one run: its kernel launch, then (counts known) its copies."""
+
+    def __init__(
+        self,
+        f: CandidateFilter,
+        arr: DeviceArray,
+        comp: DeviceArray | None,
+        bufs: tuple[DeviceArray, DeviceArray, DeviceArray],
+        anchors: int,
+        width: int,
+        comp_width: int,
+        k: int,
+        ordinal: int,
+    ) -> None:
+        self.f, self.arr, self.comp, self.bufs = f, arr, comp, bufs
+        self.anchors, self.width, self.comp_width, self.k, self.ordinal = anchors, width, comp_width, k, ordinal
+
+    def launch(self, count_ptr: int, n: int, stream: int) -> None:
+        out, out_comp, index = self.bufs
+        f, arr = self.f, self.arr
+        suffix = "f16" if arr.dtype == np.float16 else "f32"
+        if f.layout == "channels_first":
+            kernel(f"ef_candidates_{suffix}", self.ordinal).launch(
+                ((self.anchors + 255) // 256, n, 1),
+                (256, 1, 1),
+                [
+                    (arr.ptr, PTR),
+                    (out.ptr, PTR),
+                    (index.ptr, PTR),
+                    (count_ptr, PTR),
+                    (f.classes, I32),
+                    (self.anchors, I32),
+                    (self.k, I32),
+                    (f.threshold, F32),
+                ],
+                stream,
+            )
+            return
+        kernel(f"ef_candidate_rows_{suffix}", self.ordinal).launch(
+            ((self.anchors + 7) // 8, n, 1),
             (256, 1, 1),
             [
                 (arr.ptr, PTR),
+                (self.comp.ptr if self.comp is not None else 0, PTR),
                 (out.ptr, PTR),
-                (count.ptr, PTR),
-                (classes, I32),
-                (anchors, I32),
-                (k, I32),
-                (threshold, F32),
+                (out_comp.ptr, PTR),
+                (index.ptr, PTR),
+                (count_ptr, PTR),
+                (self.anchors, I32),
+                (self.width, I32),
+                (self.comp_width, I32),
+                (self.k, I32),
+                (f.threshold, F32),
             ],
-            stream.handle,
+            stream,
         )
-        counts = np.empty(n, np.int32)
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(
-            rt.cudaMemcpyAsync(counts.ctypes.data, count.ptr, counts.nbytes, d2h, stream.raw),
-            "D2H counts",
-        )
-        stream.synchronize()
+
+    def fetch(self, counts: np.ndarray, stream: Any) -> _Fetch | None:
+        """Queue the copies of the first max(counts) candidates of every frame; None on overflow."""
         most = int(counts.max(initial=0))
-        if most > k:
+        if most > self.k:
             return None
-        # only the columns some frame filled come back: (n, 4 + C, most) instead of (n, 4 + C, A)
-        m = max(1, most)
-        item = arr.dtype.itemsize
-        host = np.empty((n, channels, m), arr.dtype)
-        check(
-            rt.cudaMemcpy2DAsync(
-                host.ctypes.data, m * item, out.ptr, k * item, m * item, n * channels, d2h, stream.raw
-            ),
-            "D2H candidates",
-        )
-        stream.synchronize()
-        for i, c in enumerate(counts):
-            host[i, :, int(c) :] = 0  # past a frame's count: stale columns; zero scores fail any threshold
-        self.candidate_counts = counts
-        return host
+        m = max(1, most)  # only the anchors some frame kept come back
+        rt = cudart()
+        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        n = counts.shape[0]
+        out, out_comp, index = self.bufs
+
+        def copy(src: DeviceArray, rows: int, row_bytes: int, pitch: int, shape: tuple[int, ...]) -> np.ndarray:
+            host = np.empty(shape, src.dtype)
+            check(
+                rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, rows, d2h, stream),
+                "D2H candidates",
+            )
+            return host
+
+        item, k, width, cw = self.arr.dtype.itemsize, self.k, self.width, self.comp_width
+        comp_data = None
+        if self.f.layout == "channels_first":
+            data = copy(out, n * width, m * item, k * item, (n, width, m))
+        else:
+            data = copy(out, n, m * width * item, k * width * item, (n, m, width))
+            if self.comp is not None:
+                comp_data = copy(out_comp, n, m * cw * item, k * out_comp.shape[2] * item, (n, m, cw))
+        idx = copy(index, n, m * 4, k * 4, (n, m))
+        return _Fetch(self, counts, data, comp_data, idx)
+
+
+class _Fetch:
+    """A filter's candidates on their way to the host; :meth:`finish` after the stream is synchronised
+    puts them in anchor order (the kernel's order is arbitrary) and zeroes what is past each count."""
+
+    def __init__(
+        self, plan: _Plan, counts: np.ndarray, data: np.ndarray, comp: np.ndarray | None, idx: np.ndarray
+    ) -> None:
+        self.plan, self.counts, self.data, self.comp, self.idx = plan, counts, data, comp, idx
+
+    def names(self) -> list[str]:
+        f = self.plan.f
+        return [f.output] + ([f.companion] if f.companion and self.comp is not None else [])
+
+    def finish(self) -> dict[str, CandidateRows]:
+        p, n, m = self.plan, self.data.shape[0], self.idx.shape[1]
+        stale = np.arange(m)[None, :] >= self.counts[:, None]  # past a frame's count: left from older runs
+        idx = self.idx
+        idx[stale] = -1
+        order = np.argsort(np.where(stale, p.anchors, idx), axis=1, kind="stable")
+        idx = np.take_along_axis(idx, order, axis=1)
+        if p.f.layout == "channels_first":
+            data = np.take_along_axis(self.data, order[:, None, :], axis=2)
+            data[np.broadcast_to(stale[:, None, :], data.shape)] = 0
+            return {p.f.output: CandidateRows(data, idx, (n, p.width, p.anchors), axis=2)}
+        data = np.take_along_axis(self.data, order[:, :, None], axis=1)
+        data[stale] = 0
+        result = {p.f.output: CandidateRows(data, idx, (n, p.anchors, p.width), axis=1)}
+        if self.comp is not None and p.f.companion:
+            comp = np.take_along_axis(self.comp, order[:, :, None], axis=1)
+            comp[stale] = 0
+            result[p.f.companion] = CandidateRows(comp, idx, (n, p.anchors, p.comp_width), axis=1)
+        return result

@@ -7,6 +7,8 @@
 //
 // ef_candidates: score threshold + bounded compaction for Ultralytics-layout detector outputs
 // (N, 4 + C, A): only anchors whose best class score passes the threshold are copied back.
+// ef_candidate_rows: the same for anchor-major scores (N, A, C) (NanoDet), with an optional companion
+// tensor (N, A, R) (its box distributions) gathered for the same anchors.
 
 struct Row {                       // 64 bytes, mirrored by _ROW_DTYPE in _preprocess.py
     unsigned long long src;        // BGR/RGB: packed HWC rows; NV12: luma plane
@@ -133,12 +135,12 @@ __device__ __forceinline__ float load_score(const unsigned short* p) {
     return f;
 }
 
-// in: (N, 4 + C, A) channels-first. out: (N, 4 + C, K) — the first count[n] columns are candidates
-// (best class score >= threshold), in no particular order; count[n] may exceed K (then the caller falls
-// back to the full tensor for that frame). Grid: (ceil(A/256), N), block 256.
+// in: (N, 4 + C, A) channels-first. out: (N, 4 + C, K) and index: (N, K) — the first count[n] columns
+// are candidates (best class score >= threshold) and index their anchor numbers, in no particular order;
+// count[n] may exceed K (then the caller falls back to the full tensor). Grid: (ceil(A/256), N), block 256.
 template <typename T>
-__device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* __restrict__ count, int C,
-                           int A, int K, float threshold) {
+__device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* __restrict__ index,
+                           int* __restrict__ count, int C, int A, int K, float threshold) {
     const int a = blockIdx.x * blockDim.x + threadIdx.x;
     const int n = blockIdx.y;
     if (a >= A) return;
@@ -151,13 +153,56 @@ __device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* _
     if (slot >= K) return;
     T* dst = out + (long long)n * rows * K;
     for (int k = 0; k < rows; ++k) dst[(long long)k * K + slot] = src[(long long)k * A + a];
+    index[(long long)n * K + slot] = a;
 }
 
-extern "C" __global__ void ef_candidates_f32(const float* in, float* out, int* count, int C, int A, int K,
-                                             float threshold) {
-    candidates<float>(in, out, count, C, A, K, threshold);
+extern "C" __global__ void ef_candidates_f32(const float* in, float* out, int* index, int* count, int C, int A,
+                                             int K, float threshold) {
+    candidates<float>(in, out, index, count, C, A, K, threshold);
 }
-extern "C" __global__ void ef_candidates_f16(const unsigned short* in, unsigned short* out, int* count, int C,
-                                             int A, int K, float threshold) {
-    candidates<unsigned short>(in, out, count, C, A, K, threshold);
+extern "C" __global__ void ef_candidates_f16(const unsigned short* in, unsigned short* out, int* index,
+                                             int* count, int C, int A, int K, float threshold) {
+    candidates<unsigned short>(in, out, index, count, C, A, K, threshold);
+}
+
+// scores: (N, A, C); comp: (N, A, R) or null with R = 0. out: (N, K, C), out_comp: (N, K, R),
+// index: (N, K): the first count[n] rows are the anchors with any score >= threshold, in no particular
+// order; count[n] may exceed K. One warp per anchor (coalesced reads of its C scores).
+// Grid: (ceil(A/8), N), block 256 (8 warps).
+template <typename T>
+__device__ void candidate_rows(const T* __restrict__ scores, const T* __restrict__ comp, T* __restrict__ out,
+                               T* __restrict__ out_comp, int* __restrict__ index, int* __restrict__ count,
+                               int A, int C, int R, int K, float threshold) {
+    const int lane = threadIdx.x & 31;
+    const int a = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int n = blockIdx.y;
+    if (a >= A) return;
+    const T* row = scores + ((long long)n * A + a) * C;
+    float best = -1.f;
+    for (int c = lane; c < C; c += 32) best = fmaxf(best, load_score(row + c));
+    for (int off = 16; off > 0; off >>= 1) best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, off));
+    if (best < threshold) return;
+    int slot = 0;
+    if (lane == 0) slot = atomicAdd(count + n, 1);
+    slot = __shfl_sync(0xffffffffu, slot, 0);
+    if (slot >= K) return;
+    T* dst = out + ((long long)n * K + slot) * C;
+    for (int c = lane; c < C; c += 32) dst[c] = row[c];
+    if (R > 0) {
+        const T* crow = comp + ((long long)n * A + a) * R;
+        T* cdst = out_comp + ((long long)n * K + slot) * R;
+        for (int r = lane; r < R; r += 32) cdst[r] = crow[r];
+    }
+    if (lane == 0) index[(long long)n * K + slot] = a;
+}
+
+extern "C" __global__ void ef_candidate_rows_f32(const float* scores, const float* comp, float* out,
+                                                 float* out_comp, int* index, int* count, int A, int C, int R,
+                                                 int K, float threshold) {
+    candidate_rows<float>(scores, comp, out, out_comp, index, count, A, C, R, K, threshold);
+}
+extern "C" __global__ void ef_candidate_rows_f16(const unsigned short* scores, const unsigned short* comp,
+                                                 unsigned short* out, unsigned short* out_comp, int* index,
+                                                 int* count, int A, int C, int R, int K, float threshold) {
+    candidate_rows<unsigned short>(scores, comp, out, out_comp, index, count, A, C, R, K, threshold);
 }

@@ -11,6 +11,7 @@ from pydantic import Field
 from .._errors import DecoderError
 from .._preprocess import Transform
 from .._results import Detection
+from .._sparse import CandidateRows
 from ._base import DecodeContext, Decoded, Decoder, DecoderParams
 from ._nms import nms
 
@@ -113,13 +114,15 @@ class YoloDecoder(Decoder):
             raise DecoderError(f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output")
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
-        out = np.asarray(outputs[self.output])
-        if out.ndim != 3:
-            raise DecoderError(f"yolo decoder expects a 3-D output, got shape {out.shape}")
+        raw = outputs[self.output]
+        # GPU-filtered: only the candidate columns, in anchor order (the others cannot pass the threshold)
+        out = raw.data if isinstance(raw, CandidateRows) else np.asarray(raw)
+        shape = raw.shape if isinstance(raw, CandidateRows) else out.shape
+        if len(shape) != 3:
+            raise DecoderError(f"yolo decoder expects a 3-D output, got shape {shape}")
         n_labels = len(self.ctx.labels)
         channels_first = self.p.layout == "channels_first" or (
-            self.p.layout == "auto"
-            and (out.shape[1] == 4 + n_labels or (n_labels == 0 and out.shape[1] < out.shape[2]))
+            self.p.layout == "auto" and (shape[1] == 4 + n_labels or (n_labels == 0 and shape[1] < shape[2]))
         )
         if out.dtype != np.float32:
             out = out.astype(np.float32)  # scores compared in float32, as the frame-at-a-time decoder did
@@ -173,14 +176,25 @@ class NanoDetDecoder(Decoder):
             self._levels.append((s, cls_name, reg_name, centres))
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
 
+    def level_outputs(self) -> list[tuple[str, str]]:
+        """(class scores, box distributions) output names, one pair per stride."""
+        return [(cls_name, reg_name) for _, cls_name, reg_name, _ in self._levels]
+
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         bins = self.p.reg_max + 1
         frames, all_boxes, all_scores, all_classes = [], [], [], []
         for stride, cls_name, reg_name, centres in self._levels:  # each level for the whole batch at once
-            cls = np.asarray(outputs[cls_name])
-            if cls.ndim != 3 or cls.shape[1] != centres.shape[0]:
+            raw, reg_raw = outputs[cls_name], outputs[reg_name]
+            # GPU-filtered: only the cells with a score at or above the threshold, ascending within a frame
+            index: np.ndarray | None = None
+            if isinstance(raw, CandidateRows) and isinstance(reg_raw, CandidateRows) and raw.axis == 1:
+                cls, index, reg_all, shape = raw.data, raw.index, reg_raw.data, raw.shape
+            else:
+                cls, reg_all = np.asarray(raw), np.asarray(reg_raw)
+                shape = cls.shape
+            if len(shape) != 3 or shape[1] != centres.shape[0]:
                 raise DecoderError(
-                    f"{self.ctx.manifest.ref}: {cls_name} has shape {cls.shape}, expected (N, {centres.shape[0]}, C)"
+                    f"{self.ctx.manifest.ref}: {cls_name} has shape {shape}, expected (N, {centres.shape[0]}, C)"
                 )
             if cls.dtype != np.float32:
                 cls = cls.astype(np.float32)
@@ -199,7 +213,9 @@ class NanoDetDecoder(Decoder):
                 scores = best[frame, cells]
             if cells.size == 0:
                 continue
-            reg = np.asarray(outputs[reg_name])[frame, cells].astype(np.float32, copy=False).reshape(-1, 4, bins)
+            reg = reg_all[frame, cells].astype(np.float32, copy=False).reshape(-1, 4, bins)
+            if index is not None:
+                cells = index[frame, cells]  # row of the filtered output -> cell of the level
             reg = np.exp(reg - reg.max(axis=2, keepdims=True))
             reg /= reg.sum(axis=2, keepdims=True)
             dist = (reg @ self._bins) * stride  # (k, 4): left, top, right, bottom

@@ -1,0 +1,71 @@
+"""Detector outputs of which only the candidates came back from the GPU.
+
+A GPU backend can threshold a detector's class scores on the device and copy back only the anchors
+(YOLO columns, NanoDet cells) whose best score passes: a few hundred kilobytes instead of tens of
+megabytes per batch, and no host pass over every score. :class:`CandidateRows` carries those anchors
+with their indices. Decoders that know it read ``data`` and ``index``; anything else (the hot-swap gate,
+health checks, raw outputs) gets the dense tensor of the declared shape from ``np.asarray``, with the
+left-out anchors zeroed, which no score threshold >= 0 keeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CandidateRows"]
+
+
+class CandidateRows:
+    """Logical shape ``shape``: (N, A, C) with ``axis=1`` or (N, C, A) with ``axis=2`` (A anchors).
+
+    ``data`` holds the kept anchors along ``axis`` (m of them, m >= every frame's count), ``index``
+    (N, m) int32 their anchor numbers, ascending within a frame and -1 past its count (``data`` is zero
+    there). Every anchor left out had no score at or above the filter's threshold.
+    """
+
+    __slots__ = ("axis", "data", "index", "shape")
+
+    def __init__(self, data: np.ndarray, index: np.ndarray, shape: tuple[int, int, int], axis: int) -> None:
+        if axis not in (1, 2) or data.ndim != 3 or index.shape != (data.shape[0], data.shape[axis]):
+            raise ValueError(f"inconsistent candidates: data {data.shape}, index {index.shape}, axis {axis}")
+        self.data, self.index, self.shape, self.axis = data, index, shape, axis
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return 3
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def counts(self) -> np.ndarray:
+        """Kept anchors per frame."""
+        return np.asarray((self.index >= 0).sum(axis=1))
+
+    def frame(self, i: int) -> np.ndarray:
+        """Frame ``i`` as a dense (A, C) or (C, A) array."""
+        out = np.zeros(self.shape[1:], self.data.dtype)
+        keep = self.index[i] >= 0
+        cols = self.index[i][keep]
+        if self.axis == 1:
+            out[cols] = self.data[i][keep]
+        else:
+            out[:, cols] = self.data[i][:, keep]
+        return out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.stack([self.frame(i) for i in range(self.shape[0])]) if self.shape[0] else np.zeros(self.shape)
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)):
+            return self.frame(int(key) % max(1, self.shape[0]))
+        return np.asarray(self)[key]
+
+    def __repr__(self) -> str:
+        return f"CandidateRows(shape={self.shape}, kept={self.counts().tolist()})"

@@ -12,13 +12,14 @@ def test_pinned_allocator_gives_page_locked_slots(gpu: str) -> None:
     from edgefleet.sdk._cuda._memory import mapped_device_pointer, pinned_allocator
     from edgefleet.sdk._cuda._runtime import check, cudart
 
-    alloc = pinned_allocator(gpu)
-    a = alloc((1080, 1920, 3))
-    assert a.shape == (1080, 1920, 3) and a.dtype == np.uint8
-    attrs = check(cudart().cudaPointerGetAttributes(a.ctypes.data), "attrs")
-    assert attrs.type == cudart().cudaMemoryType.cudaMemoryTypeHost
-    a[:] = 7  # writable from the host
-    assert mapped_device_pointer(a) is None  # a discrete GPU: uploaded, not mapped
+    for upload in (False, True):
+        a = pinned_allocator(gpu, upload=upload)((1080, 1920, 3))
+        assert a.shape == (1080, 1920, 3) and a.dtype == np.uint8
+        attrs = check(cudart().cudaPointerGetAttributes(a.ctypes.data), "attrs")
+        assert attrs.type == cudart().cudaMemoryType.cudaMemoryTypeHost
+        a[:] = 7  # writable from the host
+        # by default the kernel reads the slot in place; with frame_upload (discrete GPUs) it is uploaded
+        assert (mapped_device_pointer(a) is None) == upload
 
 
 def test_frame_allocator_for_cuda_is_pinned(gpu: str) -> None:

@@ -51,8 +51,10 @@ def _gpu_run(spec: InputSpec, device: str, frames: list[object]) -> np.ndarray:
     for i, f in enumerate(frames):
         pre(f, buf, i)
     pre.finish(buf, n)
-    host_frames = sum(isinstance(f, np.ndarray) for f in frames)
-    assert copies.snapshot()["counts"]["host_to_device"] == host_frames
+    from edgefleet.sdk._cuda._memory import mapped_device_pointer
+
+    uploaded = sum(isinstance(f, np.ndarray) and mapped_device_pointer(f) is None for f in frames)
+    assert copies.snapshot()["counts"]["host_to_device"] == uploaded
     return arr.copy_to_host()
 
 
@@ -87,6 +89,24 @@ def test_kernel_matches_cpu_reference(gpu: str, dtype: str, layout: str, color: 
     assert diff.max() <= _tolerance(spec, 1.0), f"max diff {diff.max()} (mean {diff.mean():.2e})"
     # OpenCV's SIMD and scalar paths round differently in places: a few pixels may be one level off
     assert diff.mean() < _tolerance(spec, 0.1)
+
+
+def test_kernel_reads_mapped_pinned_frames_in_place(gpu: str) -> None:
+    """Frames in the pipeline's default pool slots (mapped pinned memory) are read by the kernel across
+    PCIe where they are: no upload, and exactly the output of uploading them."""
+    from edgefleet.sdk._cuda._memory import mapped_device_pointer, pinned_allocator
+
+    rng = np.random.default_rng(3)
+    images = _images(rng)
+    alloc = pinned_allocator(gpu)
+    slots = []
+    for im in images:
+        slot = alloc(im.shape)
+        slot[...] = im
+        assert mapped_device_pointer(slot) is not None
+        slots.append(slot)
+    for spec in (_spec("float32", "NCHW", "RGB", "letterbox"), _spec("float16", "NCHW", "BGR", "stretch")):
+        np.testing.assert_array_equal(_gpu_run(spec, gpu, list(slots)), _gpu_run(spec, gpu, list(images)))
 
 
 def test_kernel_reads_device_frames_without_uploads(gpu: str) -> None:

@@ -215,3 +215,14 @@ def test_parallel_inference_workers_keep_each_stream_in_order(
         for r in p.results():
             order[r.stream_id].append(r.sequence)
     assert order == {"a": list(range(60)), "b": list(range(60))}
+
+
+def test_run_with_a_callback_reraises_a_stage_failure(toy_models: dict[str, Path]) -> None:
+    """run() used to return the stats of a pipeline that had died (e.g. after its first frame)."""
+
+    def boom(result: Result) -> None:
+        raise RuntimeError("callback exploded")
+
+    p = Pipeline(toy_models["yolo"], ["synthetic:?frames=5&live=0"], on_result=boom)
+    with pytest.raises(PipelineError, match="callback exploded"):
+        p.run()

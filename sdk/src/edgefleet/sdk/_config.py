@@ -87,6 +87,12 @@ class PipelineConfig(_Strict):
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
     sinks: tuple[SinkConfig, ...] = ()
     keep_raw: bool = Field(False, description="Attach the raw output tensors to each result")
+    frame_upload: bool = Field(
+        False,
+        description="cuda on a discrete GPU: upload each CPU-decoded frame whole (one DMA copy) instead of "
+        "the preprocessing kernel reading the pixels it samples from the pinned frame slot in place "
+        "(the default: faster on the H200, see docs/gpu.md); integrated GPUs always read in place",
+    )
     infer_workers: int | None = Field(
         None,
         ge=1,

@@ -34,13 +34,14 @@ def host_allocator(shape: tuple[int, ...]) -> np.ndarray:
     return np.empty(shape, dtype=np.uint8)
 
 
-def frame_allocator(device: str) -> Allocator:
-    """Host memory for CPU inference; pinned host memory (mapped on Jetson) when frames go to a GPU, so the
-    one upload per frame is a fast DMA (or, on Jetson, no copy at all)."""
+def frame_allocator(device: str, upload: bool = False) -> Allocator:
+    """Host memory for CPU inference; mapped pinned host memory when frames go to a GPU, which the
+    preprocessing kernel reads in place (no copy); with ``upload`` on a discrete GPU, pinned memory that
+    is uploaded whole, one DMA copy per frame."""
     if device.startswith("cuda"):
         from ._cuda._memory import pinned_allocator  # the CUDA layer, present with the [cuda] extra
 
-        return pinned_allocator(device)
+        return pinned_allocator(device, upload=upload)
     return host_allocator
 
 

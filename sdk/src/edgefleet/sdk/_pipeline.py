@@ -95,6 +95,7 @@ class Pipeline:
         keep_raw: bool = False,
         infer_workers: int | None = None,
         result_queue: int = 256,
+        frame_upload: bool = False,
     ) -> None:
         self.config = _validate_args(
             model=Path(model.root if isinstance(model, ModelPackage) else model),
@@ -108,6 +109,7 @@ class Pipeline:
             max_frames=max_frames,
             keep_raw=keep_raw,
             infer_workers=infer_workers,
+            frame_upload=frame_upload,
         )
         self._package_arg = model
         self._specs = [s if isinstance(s, SourceSpec) else parse_source(s, i) for i, s in enumerate(sources)]
@@ -179,6 +181,7 @@ class Pipeline:
             max_frames=config.max_frames,
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
+            frame_upload=config.frame_upload,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -237,7 +240,7 @@ class Pipeline:
         _log.info("serving %s with %s, batch %d", model.ref, model.backend.describe(), model.max_batch)
         self._started = time.monotonic()
         hold = self._hold_pixels
-        allocator = frame_allocator(self._device)
+        allocator = frame_allocator(self._device, upload=self.config.frame_upload)
         for spec in self._specs:
             metrics = StreamMetrics(spec.stream_id, spec.live)
             metrics.model_ref = model.ref
@@ -297,7 +300,8 @@ class Pipeline:
         return done
 
     def run(self) -> PipelineStats:
-        """Start if needed and block until every source ended (or :meth:`stop`); returns the stats."""
+        """Start if needed and block until every source ended (or :meth:`stop`); returns the stats.
+        Re-raises a stage failure as :class:`PipelineError` (after closing)."""
         if self._state == "created":
             self.start()
         try:
@@ -309,6 +313,7 @@ class Pipeline:
                     pass
         finally:
             self.close()
+        self._raise_if_failed()
         return self.stats()
 
     def results(self, timeout: float | None = None) -> Iterator[Result]:

@@ -60,11 +60,12 @@ def pinned_array(
     return out
 
 
-def pinned_allocator(device: str) -> Callable[[tuple[int, ...]], np.ndarray]:
-    """The frame-pool allocator for ``device``: pinned slots on a discrete GPU, mapped pinned slots on an
-    integrated one (Jetson), where the kernel then reads the frame in place."""
+def pinned_allocator(device: str, upload: bool = False) -> Callable[[tuple[int, ...]], np.ndarray]:
+    """The frame-pool allocator for ``device``: mapped pinned slots, which the preprocessing kernel reads
+    in place (on a discrete GPU across PCIe, only the pixels it samples; on an integrated one, Jetson,
+    from the shared DRAM). ``upload`` on a discrete GPU: plain pinned slots, each frame uploaded whole."""
     ordinal = parse_device(device)
-    mapped = device_info(ordinal).integrated
+    mapped = device_info(ordinal).integrated or not upload
 
     def allocate(shape: tuple[int, ...]) -> np.ndarray:
         return pinned_array(shape, np.uint8, ordinal=ordinal, mapped=mapped)

@@ -92,6 +92,12 @@ class NvdecSource(Source):
         self._packets = iter(self._demuxer)
         self._pending.clear()
         self._eof = False
+        # Decode up to the first frame now: the decoder session itself is created on the first sequence
+        # header, and the driver serialises session creation (~55 ms each on the H200: 3.4 s for 64
+        # streams opening at once). Here it is part of opening, before a realtime source starts its clock.
+        first = self._next_decoded()
+        if first is not None:
+            self._pending.appendleft(first)
 
     def frame_shape(self) -> tuple[int, int] | None:
         return self._shape

@@ -6,6 +6,8 @@
                                                                   # stage times, infer split into run/fetch
     python tools/bench/gpu_probe.py decode --clip C --streams S [--nvdec]
                                        # decode alone: a thread per stream, T round-robin threads, P processes
+    python tools/bench/gpu_probe.py pcie                           # host<->device bandwidth, 1080p batches
+    python tools/bench/gpu_probe.py nvdec  --clip C                # session open time, paced reads alone
 
 Diagnostics for docs/gpu.md's analysis, not a benchmark of record (gpu_bench.py is).
 """
@@ -118,7 +120,15 @@ class Sampler(threading.Thread):
 
 
 def probe_pipeline(
-    model: Path, clip: Path, streams: int, batch: int, nvdec: bool, frames: int, switch: float, sample: bool
+    model: Path,
+    clip: Path,
+    streams: int,
+    batch: int,
+    nvdec: bool,
+    frames: int,
+    switch: float,
+    sample: bool,
+    upload: bool = False,
 ) -> None:
     from edgefleet.sdk import Pipeline
     from edgefleet.sdk._backends import _ort_cuda
@@ -154,6 +164,7 @@ def probe_pipeline(
         max_frames=frames,
         batch_timeout_ms=5.0,
         on_result=lambda r: times.append(time.monotonic()),
+        frame_upload=upload,
     )
     p.start()
     backend = p.model.backend
@@ -176,6 +187,7 @@ def probe_pipeline(
                 "streams": streams,
                 "nvdec": nvdec,
                 "switch_interval": sys.getswitchinterval(),
+                "frame_upload": upload,
                 "fps": round(steady, 1),
                 "mean_batch": round(s.mean_batch, 2),
                 "stage_ms_p50": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
@@ -248,9 +260,141 @@ def probe_decode(clip: Path, streams: int, nvdec: bool, frames: int) -> None:
         print(json.dumps({**rec, "processes": procs, "frames": n, "fps": round(n / dt, 1)}), flush=True)
 
 
+def probe_pcie(frame_bytes: int = 1920 * 1080 * 3, frames: int = 32, repeats: int = 5) -> None:
+    """Host-to-device bandwidth for a batch of 1080p BGR frames: one big copy, one copy per frame on one
+    stream (what the preprocessor does), per-frame copies spread over 2 and 4 streams, and from pageable
+    memory; device-to-host for reference. Best of ``repeats``, GB/s."""
+    from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._memory import pinned_array
+    from edgefleet.sdk._cuda._runtime import Stream, check, cudart, use_device
+
+    use_device(0)
+    rt = cudart()
+    h2d, d2h = rt.cudaMemcpyKind.cudaMemcpyHostToDevice, rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+    total = frame_bytes * frames
+    pinned = pinned_array((total,), np.uint8, ordinal=0)
+    pinned[:] = 7
+    pageable = np.full(total, 7, np.uint8)
+    dev = DeviceArray.empty((total,), np.uint8, 0)
+    streams = [Stream(0) for _ in range(4)]
+
+    def timed(host: np.ndarray, chunks: int, nstreams: int, kind: Any = h2d) -> float:
+        best = 0.0
+        size = total // chunks
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for c in range(chunks):
+                s = streams[c % nstreams]
+                a, b = (dev.ptr + c * size, host.ctypes.data + c * size)
+                dst, src = (a, b) if kind == h2d else (b, a)
+                check(rt.cudaMemcpyAsync(dst, src, size, kind, s.raw), "cudaMemcpyAsync")
+            for s in streams[:nstreams]:
+                s.synchronize()
+            best = max(best, total / (time.perf_counter() - t0) / 1e9)
+        return round(best, 1)
+
+    rec = {
+        "probe": "pcie",
+        "batch_mb": round(total / 1e6, 1),
+        "h2d_pinned_one_copy_gbs": timed(pinned, 1, 1),
+        "h2d_pinned_per_frame_1_stream_gbs": timed(pinned, frames, 1),
+        "h2d_pinned_per_frame_2_streams_gbs": timed(pinned, frames, 2),
+        "h2d_pinned_per_frame_4_streams_gbs": timed(pinned, frames, 4),
+        "h2d_pageable_per_frame_gbs": timed(pageable, frames, 1),
+        "d2h_pinned_one_copy_gbs": timed(pinned, 1, 1, d2h),
+    }
+    print(json.dumps(rec), flush=True)
+
+
+def _paced_read(src: Any, frames: int, barrier: threading.Barrier, out: list[Any], i: int) -> None:
+    """Open, wait for the others, read ``frames`` frames on a 30 fps schedule (as the source runner
+    paces); out[i] = (open s, lag behind the schedule at the end s, read times s, frames read)."""
+    from edgefleet.sdk._frames import frame_allocator
+
+    t = time.perf_counter()
+    src.open()
+    h, w = src.frame_shape() or (1080, 1920)
+    slots = [src.frame_allocator(frame_allocator("cuda:0"))((h, w, 3)) for _ in range(2)]
+    opened = time.perf_counter() - t
+    barrier.wait()
+    t0 = time.monotonic()
+    reads: list[float] = []
+    for k in range(frames):
+        delay = t0 + k / 30.0 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        r0 = time.monotonic()
+        if src.read(slots[k % 2]) is None:
+            break
+        reads.append(time.monotonic() - r0)
+    out[i] = (opened, time.monotonic() - (t0 + (frames - 1) / 30.0), reads, len(reads))
+    src.close()
+
+
+def probe_nvdec(clip: Path, streams: list[int], seconds: float) -> None:
+    """NVDEC sessions: the frame rate the demuxer reports, how long opening takes (alone and S at once),
+    and S sources read on a 30 fps schedule with no pipeline: does each keep its schedule?"""
+    from edgefleet.sdk._sources import create_source, parse_source
+
+    for uri in (f"nvdec:{clip}", str(clip)):
+        src = create_source(parse_source(uri, 0))
+        t0 = time.perf_counter()
+        src.open()
+        first_open = time.perf_counter() - t0
+        fps = src.nominal_fps()
+        src.close()
+        t0 = time.perf_counter()
+        src.open()
+        second_open = time.perf_counter() - t0
+        src.close()
+        print(
+            json.dumps(
+                {
+                    "probe": "nvdec-open",
+                    "uri": "nvdec" if uri.startswith("nvdec:") else "file",
+                    "nominal_fps": fps,
+                    "first_open_ms": round(first_open * 1e3, 1),
+                    "second_open_ms": round(second_open * 1e3, 1),
+                }
+            ),
+            flush=True,
+        )
+        for s in streams:
+            sources = [create_source(parse_source(uri, i)) for i in range(s)]
+            frames = int(30 * seconds)
+            out: list[Any] = [(0.0, 0.0, [0.0], 0)] * s
+            barrier = threading.Barrier(s)
+            ts = [threading.Thread(target=_paced_read, args=(sources[i], frames, barrier, out, i)) for i in range(s)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            opened, lags, read_lists, got = (list(x) for x in zip(*out, strict=True))
+            reads = np.concatenate([np.asarray(r) for r in read_lists]) * 1e3
+            print(
+                json.dumps(
+                    {
+                        "probe": "paced-read",
+                        "decoder": "nvdec" if uri.startswith("nvdec:") else "cpu",
+                        "streams": s,
+                        "frames_each": frames,
+                        "frames_read": sum(got),
+                        "open_ms_max": round(max(opened) * 1e3, 1),
+                        "lag_s_max": round(max(lags), 3),
+                        "lag_s_p50": round(float(np.median(lags)), 3),
+                        "read_ms_p50": round(float(np.percentile(reads, 50)), 2),
+                        "read_ms_p99": round(float(np.percentile(reads, 99)), 2),
+                        "read_ms_max": round(float(reads.max()), 1),
+                        "reads_over_33ms": int((reads > 33.3).sum()),
+                    }
+                ),
+                flush=True,
+            )
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("probe", choices=["shapes", "contend", "pipeline", "decode"])
+    ap.add_argument("probe", choices=["shapes", "contend", "pipeline", "decode", "pcie", "nvdec"])
     ap.add_argument("--model", type=Path)
     ap.add_argument("--clip", type=Path)
     ap.add_argument("--batch", type=int, default=8)
@@ -259,6 +403,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--nvdec", action="store_true")
     ap.add_argument("--switch", type=float, default=0.0)
     ap.add_argument("--sample", action="store_true")
+    ap.add_argument("--upload", action="store_true", help="upload CPU-decoded frames whole (frame_upload)")
     a = ap.parse_args(argv)
     if a.probe == "shapes":
         probe_shapes(a.model, a.batch, 60)
@@ -266,8 +411,12 @@ def main(argv: list[str]) -> None:
         probe_contend(a.model, a.clip, a.batch, [0, 1, 4, 16], 2.0)
     elif a.probe == "decode":
         probe_decode(a.clip, a.streams, a.nvdec, a.frames)
+    elif a.probe == "pcie":
+        probe_pcie()
+    elif a.probe == "nvdec":
+        probe_nvdec(a.clip, [16, 64], 6.0)
     else:
-        probe_pipeline(a.model, a.clip, a.streams, a.batch, a.nvdec, a.frames, a.switch, a.sample)
+        probe_pipeline(a.model, a.clip, a.streams, a.batch, a.nvdec, a.frames, a.switch, a.sample, a.upload)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The GPU preprocessor: frames → one fused kernel launch per batch → the backend's device input binding.
 
-Frames come as host arrays (uploaded once each into a per-row device staging buffer: the one PCIe copy a
-CPU-decoded frame makes, counted as ``host_to_device``), as host arrays in mapped pinned memory (Jetson:
-read in place, no copy), or already on the device (NVDEC ``DeviceImage``, or any CuPy/PyTorch/... array
+Frames come as host arrays in mapped pinned memory (the pipeline's frame slots by default, discrete GPU or
+Jetson: the kernel reads the pixels it samples in place, no copy), as other host arrays (uploaded once each
+into a per-row device staging buffer, counted as ``host_to_device``: ``frame_upload`` slots, or any numpy
+frame an app passes), or already on the device (NVDEC ``DeviceImage``, or any CuPy/PyTorch/... array
 through ``__cuda_array_interface__``/DLPack, read in place, no copy). ``finish`` uploads the per-row
 parameters, launches the kernel for the whole batch and waits for it, so the frames' pool slots can be
 released as soon as it returns.

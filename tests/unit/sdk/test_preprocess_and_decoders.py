@@ -378,3 +378,28 @@ def test_yolo_decoder_gives_the_same_detections_from_gpu_candidates(toy_models: 
     got = dec.decode({"output0": CandidateRows(data, index, out.shape, axis=2)}, [t] * n)  # type: ignore[dict-item]
     assert sum(len(d.detections) for d in want) > 10
     assert got == want
+
+
+def _crowd(rng: np.random.Generator, n: int, classes: int, ties: bool) -> tuple[np.ndarray, ...]:
+    centre = rng.uniform(0, 320, (n, 2))
+    size = rng.uniform(4, 60, (n, 2))
+    boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1).astype(np.float32)
+    scores = rng.uniform(0, 1, n).astype(np.float32)
+    if ties:
+        scores = np.round(scores * 8) / 8  # many equal scores: order must follow the stable sort
+    return boxes, scores, rng.integers(0, classes, n)
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 200, 1000])
+def test_blocked_nms_keeps_exactly_what_the_simple_loop_keeps(n: int) -> None:
+    from edgefleet.sdk._decoders._nms import nms_simple
+
+    rng = np.random.default_rng(n)
+    for trial in range(12):
+        boxes, scores, classes = _crowd(rng, n, 1 + trial % 4 * 20, ties=trial % 2 == 0)
+        if n and trial == 5:
+            boxes[n // 2] = np.nan  # a broken box: suppressed by whatever it meets, in both
+        for iou, limit in ((0.45, 100), (0.0, 1000), (0.7, 7), (1.0, 5000)):
+            want = nms_simple(boxes, scores, classes, iou, limit)
+            got = nms(boxes, scores, classes, iou, limit)
+            assert got.tolist() == want.tolist(), (trial, iou, limit)

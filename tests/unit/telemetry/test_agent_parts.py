@@ -13,7 +13,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from edgefleet.cloud import _telemetry_cli as tcli
 from edgefleet.edge import _telemetry as tel
-from edgefleet.sdk import PipelineStats, StageStats, StreamStats
+from tests.support.telemetry_stats import pipeline_stats
 
 
 def test_exported_names() -> None:
@@ -40,45 +40,8 @@ def test_broker_urls(tmp_path: Path) -> None:
             tel.parse_broker_url(bad, **kw)  # type: ignore[arg-type]
 
 
-def stats() -> PipelineStats:
-    s = StreamStats(
-        "rtsp://u:pw@cam/1",
-        True,
-        100,
-        98,
-        29.5,
-        2,
-        3,
-        1,
-        1.5,
-        0,
-        10.0,
-        20.0,
-        30.0,
-        True,
-        False,
-        "cannot open rtsp://u:pw@cam/1",
-        "det:2.0.0",
-    )
-    return PipelineStats(
-        elapsed_s=3.4,
-        frames_in=100,
-        results=98,
-        fps=29.5,
-        dropped=2,
-        streams={"cam": s},
-        stages={"infer": StageStats("infer", 50, 14.7, 5.0, 7.0, 9.0)},
-        queues={"infer": 2, "post": 0},
-        copies={"counts": {"host_to_device": 98, "device_to_host": 0}, "bytes": {}},
-        copies_per_frame=0.98,
-        batches=50,
-        mean_batch=1.96,
-        model="det:2.0.0",
-    )
-
-
 def test_pipeline_message_and_prometheus() -> None:
-    msg = tel.pipeline_message("default", stats())
+    msg = tel.pipeline_message("default", pipeline_stats())
     assert msg.fps == 29.5 and msg.queue_depths["infer"] == 2 and msg.pixel_copies["host_to_device"] == 98
     st = msg.streams[0]
     assert st.stream_id == "rtsp://u:***@cam/1" and "pw" not in st.last_error

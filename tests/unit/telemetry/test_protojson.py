@@ -33,7 +33,8 @@ from edgefleet.edge._telemetry import (
     TelemetryConfig,
 )
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from edgefleet.sdk import Detection, PipelineStats, Result, StageStats, StreamStats
+from edgefleet.sdk import Detection, Result
+from tests.support.telemetry_stats import pipeline_stats
 
 EXAMPLES = max(300, int(os.environ.get("EDGEFLEET_FUZZ_EXAMPLES", "25")))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -109,27 +110,6 @@ def _named_twice(obj: Any) -> bool:
 
 
 # --- the agent's real payloads -----------------------------------------------------------------------
-def _stats() -> PipelineStats:
-    s = StreamStats(
-        "rtsp://u:pw@cam/1", True, 100, 98, 29.5, 2, 3, 1, 1.5, 0, 10.0, 20.0, 30.0, True, False, "lost", "det:2.0.0"
-    )
-    return PipelineStats(
-        elapsed_s=3.4,
-        frames_in=100,
-        results=98,
-        fps=29.5,
-        dropped=2,
-        streams={"cam": s},
-        stages={"infer": StageStats("infer", 50, 14.7, 5.0, 7.0, 9.0)},
-        queues={"infer": 2, "post": 0},
-        copies={"counts": {"host_to_device": 98, "device_to_host": 0}, "bytes": {}},
-        copies_per_frame=0.98,
-        batches=50,
-        mean_batch=1.96,
-        model="det:2.0.0",
-    )
-
-
 @pytest.fixture(scope="module")
 def agent_payloads(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, bytes, str]]:
     """Every kind of message the agent publishes, in both encodings, as its publisher spools them (not
@@ -142,7 +122,7 @@ def agent_payloads(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, 
         spool = Spool(tmp / "spool.db")
         pub = MqttPublisher(cfg.broker_address(), agent.identity, spool, encoding=encoding, models=agent.models)
         agent.spool, agent.publisher = spool, pub
-        agent.add_pipeline("default", _stats)
+        agent.add_pipeline("default", pipeline_stats)
         try:
             agent.publish_telemetry()
             full = agent.sample()  # as on a Jetson: system figures, GPU, named sensors and rails

@@ -10,8 +10,9 @@ Run it with ``edgefleet agent --config agent.yaml``, or from Python::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edgefleet.sdk._lazy import lazy_getattr
 
 from ._errors import AgentConfigError, AgentError, ApplyError, ArtifactError
 
@@ -30,13 +31,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __version__ = "0.1.0"

@@ -184,6 +184,14 @@ def topic_matches(filt: str, topic: str) -> bool:
     return len(f_parts) == len(t_parts)
 
 
+def _split_share(filt: str) -> tuple[str | None, str]:
+    """``$share/<group>/<filter>`` -> (group, filter); any other filter -> (None, filter)."""
+    if not filt.startswith("$share/"):
+        return None, filt
+    _, group, plain = [*filt.split("/", 2), "", ""][:3]
+    return group, plain
+
+
 def _valid_filter(filt: str) -> bool:
     if not filt or "\x00" in filt:
         return False
@@ -507,27 +515,30 @@ class EmbeddedBroker:
         if qos:
             conn.send(_packet(PUBACK, 0, struct.pack("!H", pid)))
 
-    def _on_subscribe(self, conn: _Connection, flags: int, body: bytes) -> None:
+    @staticmethod
+    def _subscription_request(conn: _Connection, kind: str, flags: int, body: bytes) -> tuple[_Session, _Reader, int]:
+        """(SUBSCRIBE/UNSUBSCRIBE) the session, a reader positioned at the first filter, the packet id."""
         if flags != 0x02:
-            raise ProtocolError(0x81, "SUBSCRIBE flags must be 0010")
-        session = conn.session
-        assert session is not None
+            raise ProtocolError(0x81, f"{kind} flags must be 0010")
+        assert conn.session is not None
         r = _Reader(body)
         pid = r.u16()
         r.properties()
+        return conn.session, r, pid
+
+    def _on_subscribe(self, conn: _Connection, flags: int, body: bytes) -> None:
+        session, r, pid = self._subscription_request(conn, "SUBSCRIBE", flags, body)
         codes = []
         retained: list[tuple[_Message, int]] = []
         while not r.done():
-            filt, opts = r.string(), r.u8()
+            group, filt = _split_share(r.string())
+            opts = r.u8()
             qos = min(1, opts & 0x03)
             sub = _Sub(qos, bool(opts & 0x04), bool(opts & 0x08))
             handling = (opts >> 4) & 0x03
-            group = None
-            if filt.startswith("$share/"):
-                _, group, filt = [*filt.split("/", 2), "", ""][:3]
-                if not group or "+" in group or "#" in group:
-                    codes.append(0x8F)
-                    continue
+            if group is not None and (not group or "+" in group or "#" in group):
+                codes.append(0x8F)
+                continue
             if not _valid_filter(filt):
                 codes.append(0x8F)
                 continue
@@ -544,19 +555,12 @@ class EmbeddedBroker:
             self._deliver(session, msg, min(qos, msg.qos), True)
 
     def _on_unsubscribe(self, conn: _Connection, flags: int, body: bytes) -> None:
-        if flags != 0x02:
-            raise ProtocolError(0x81, "UNSUBSCRIBE flags must be 0010")
-        session = conn.session
-        assert session is not None
-        r = _Reader(body)
-        pid = r.u16()
-        r.properties()
+        session, r, pid = self._subscription_request(conn, "UNSUBSCRIBE", flags, body)
         codes = []
         while not r.done():
-            filt = r.string()
-            if filt.startswith("$share/"):
-                _, group, plain = [*filt.split("/", 2), "", ""][:3]
-                found = session.shared.pop((group, plain), None) is not None
+            group, filt = _split_share(r.string())
+            if group is not None:
+                found = session.shared.pop((group, filt), None) is not None
             else:
                 found = session.subs.pop(filt, None) is not None
             codes.append(0x00 if found else 0x11)

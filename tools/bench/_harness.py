@@ -1,9 +1,11 @@
-"""Shared pieces of the control-plane benchmarks (swap_bench.py, tools/sim/fleet_sim.py): the machine's
-description and load, free loopback ports, and a real `edgefleet controller serve` process."""
+"""Shared pieces of the benchmarks (swap_bench.py, the telemetry benches, tools/sim/fleet_sim.py): the
+machine's description and load, the JSON they print, free loopback ports, the ``--db`` databases, and a
+real `edgefleet controller serve` process."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import signal
@@ -69,6 +71,15 @@ def machine() -> dict[str, Any]:
         ).stdout.strip()
         info["commit"] = sha + ("+uncommitted changes in sdk/edge/cloud/proto" if dirty else "")
     return info
+
+
+def emit(result: dict[str, Any], out: Path | None) -> None:
+    """Add the load at the end, print the result as JSON and write it to ``out`` if given."""
+    result["load_at_end"] = load()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
@@ -151,6 +162,19 @@ class ControllerProcess:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(5)
+
+
+@contextlib.contextmanager
+def database_url(spec: str, sqlite_path: Path) -> Iterator[str]:
+    """``--db`` of the benchmarks: ``sqlite`` (a file at ``sqlite_path``) or ``postgresql://...`` (a fresh
+    database on that server, dropped afterwards)."""
+    if spec == "sqlite":
+        yield f"sqlite:///{sqlite_path}"
+    elif spec.startswith("postgresql"):
+        with postgres_database(spec) as url:
+            yield url
+    else:
+        raise SystemExit(f"--db: sqlite or postgresql://..., got {spec!r}")
 
 
 @contextlib.contextmanager

@@ -21,8 +21,6 @@ Per replica: messages stored, its share of the window, and CPU per stored messag
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import multiprocessing
 import os
 import shlex
@@ -30,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -43,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
-from _harness import load, machine, postgres_database  # noqa: E402
+from _harness import database_url, emit, load, machine  # noqa: E402
 
 from edgefleet.cloud._db import create_engine  # noqa: E402
 from edgefleet.cloud._telemetry import Ingester, TelemetryStore  # noqa: E402
@@ -405,18 +402,6 @@ def _ingest_code() -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-@contextlib.contextmanager
-def database(spec: str, path: Path) -> Iterator[str]:
-    """SQLite (WAL, as the controller opens it) in ``path``, or a throwaway PostgreSQL database."""
-    if spec == "sqlite":
-        yield f"sqlite:///{path}"
-    elif spec.startswith("postgresql"):
-        with postgres_database(spec) as url:
-            yield url
-    else:
-        raise SystemExit(f"--db: sqlite or postgresql://..., got {spec!r}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replicas", type=int, default=1)
@@ -452,7 +437,7 @@ def main() -> None:
             key = f"ingest_{mode}" + ("" if buffered else "_plain_paho")
             broker = Mosquitto(work / f"mosquitto-{key}").start()
             try:
-                with database(args.db, work / f"bench-{key}.db") as db:
+                with database_url(args.db, work / f"bench-{key}.db") as db:
                     result[key] = bench_ingest(
                         broker.url,
                         db,
@@ -474,11 +459,7 @@ def main() -> None:
                 result["agent"] = bench_agent(broker.url, args.agent_seconds, work)
             finally:
                 broker.stop()
-    result["load_at_end"] = load()
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
-from _harness import load, machine  # noqa: E402
+from _harness import emit, load, machine  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from telemetry_bench import telemetry_template  # noqa: E402
 
@@ -77,11 +77,7 @@ def main() -> None:
             }
             figures["parsedict_us_per_message"] = _us(lambda d: json_format.ParseDict(d, pb.Telemetry()), docs, n)
         out[enc.value] = figures
-    out["load_at_end"] = load()
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(out, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ batch; PostgreSQL runs in a throwaway database.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import tempfile
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
-from _harness import load, machine, postgres_database  # noqa: E402
+from _harness import database_url, emit, load, machine  # noqa: E402
 from telemetry_bench import telemetry_template  # noqa: E402
 
 from edgefleet.cloud._db import create_engine  # noqa: E402
@@ -113,13 +112,7 @@ def measure(engine: Engine, data: list[list[Parsed]], step: Callable[[Connection
 @contextmanager
 def database(kind: str) -> Iterator[Engine]:
     """SQLite (WAL, as the controller opens it) in a temporary file, or a throwaway PostgreSQL database."""
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            engine = create_engine(f"sqlite:///{tmp}/store.db")
-            yield engine
-            engine.dispose()
-        return
-    with postgres_database(kind) as url:
+    with tempfile.TemporaryDirectory() as tmp, database_url(kind, Path(tmp) / "store.db") as url:
         engine = create_engine(url)
         try:
             yield engine
@@ -175,11 +168,7 @@ def main() -> None:
 
             figures[name] = measure(engine, data, dstep)
         result["device_state_us_per_message"] = figures
-    result["load_at_end"] = load()
-    text_out = json.dumps(result, indent=2)
-    print(text_out)
-    if args.out is not None:
-        args.out.write_text(text_out + "\n", encoding="utf-8")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,9 +49,9 @@ sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
 from _harness import (  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
     ControllerProcess,
+    database_url,
     load,
     machine,
-    postgres_database,
     wait_for,
 )
 
@@ -375,17 +374,6 @@ def _collect(q: Any, kind: str, n: int, timeout: float) -> list[Any]:
     return got
 
 
-@contextlib.contextmanager
-def database(spec: str, work: Path) -> Iterator[str]:
-    if spec == "sqlite":
-        yield f"sqlite:///{work}/controller.db"
-    elif spec.startswith("postgresql"):
-        with postgres_database(spec) as url:
-            yield url
-    else:
-        raise SystemExit(f"--db: sqlite or postgresql://..., got {spec!r}")
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from edgefleet.cloud import FleetClient
     from tests.support.onnx_models import yolo_package
@@ -401,7 +389,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "fetch": args.fetch,
         "load_at_start": load(),
     }
-    with tempfile.TemporaryDirectory(prefix="edgefleet-fleet-sim-") as tmp, database(args.db, Path(tmp)) as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="edgefleet-fleet-sim-") as tmp,
+        database_url(args.db, Path(tmp) / "controller.db") as url,
+    ):
         work = Path(tmp)
         ctl = ControllerProcess(
             work,

@@ -205,57 +205,60 @@ def probe_pipeline(
     )
 
 
-def _decode_streams(uri: str, streams: int, threads: int, frames: int) -> int:
-    """Decode ``streams`` copies of ``uri`` with ``threads`` threads, each serving its streams round-robin."""
+def _decode_streams(uri: str, streams: int, threads: int, frames: int) -> tuple[int, float]:
+    """Decode ``streams`` copies of ``uri`` with ``threads`` threads, each serving its streams round-robin.
+    Returns (frames decoded, seconds): the clock starts once every source is open (NVDEC sessions are
+    created one at a time by the driver, ~55 ms each: timing them would measure the openings)."""
     from edgefleet.sdk._frames import frame_allocator
     from edgefleet.sdk._sources import create_source, parse_source
 
     sources = [create_source(parse_source(uri, i)) for i in range(streams)]
+    slots = []
+    for src in sources:
+        src.open()
+        h, w = src.frame_shape() or (1080, 1920)
+        slots.append(src.frame_allocator(frame_allocator("cuda:0"))((h, w, 3)))
     done = [0] * threads
 
     def work(k: int) -> None:
-        mine = sources[k::threads]
-        slots = []
-        for src in mine:
-            src.open()
-            h, w = src.frame_shape() or (1080, 1920)
-            slots.append(src.frame_allocator(frame_allocator("cuda:0"))((h, w, 3)))
+        mine = list(zip(sources[k::threads], slots[k::threads], strict=True))
         for _ in range(frames):
-            for src, slot in zip(mine, slots, strict=True):
+            for src, slot in mine:
                 if src.read(slot) is not None:
                     done[k] += 1
-        for src in mine:
-            src.close()
 
     ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    t0 = time.perf_counter()
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return sum(done)
+    seconds = time.perf_counter() - t0
+    for src in sources:
+        src.close()
+    return sum(done), seconds
 
 
 def _decode_proc(args: tuple[str, int, int, int]) -> tuple[int, float]:
-    t0 = time.perf_counter()
-    n = _decode_streams(*args)
-    return n, time.perf_counter() - t0
+    return _decode_streams(*args)
 
 
 def probe_decode(clip: Path, streams: int, nvdec: bool, frames: int) -> None:
+    """Decode alone: a thread per stream, 4 threads round-robin, 4 processes of 4 threads (their decoding
+    overlaps, so the processes' rate is the frames over the slowest one's decoding time)."""
     import multiprocessing as mp
 
     uri = f"nvdec:{clip}" if nvdec else str(clip)
     for mode, threads, procs in (("thread-per-stream", streams, 1), ("round-robin", 4, 1), ("processes", 4, 4)):
         if threads > streams:
             continue
-        t0 = time.perf_counter()
         if procs == 1:
-            n = _decode_streams(uri, streams, threads, frames)
+            n, dt = _decode_streams(uri, streams, threads, frames)
         else:
             per = streams // procs
             with mp.get_context("spawn").Pool(procs) as pool:
-                n = sum(x[0] for x in pool.map(_decode_proc, [(uri, per, max(1, threads // procs), frames)] * procs))
-        dt = time.perf_counter() - t0
+                parts = pool.map(_decode_proc, [(uri, per, max(1, threads // procs), frames)] * procs)
+            n, dt = sum(x[0] for x in parts), max(x[1] for x in parts)
         rec = {"probe": "decode", "nvdec": nvdec, "streams": streams, "mode": mode, "threads": threads}
         print(json.dumps({**rec, "processes": procs, "frames": n, "fps": round(n / dt, 1)}), flush=True)
 

@@ -91,7 +91,8 @@ class PipelineConfig(_Strict):
         False,
         description="cuda on a discrete GPU: upload each CPU-decoded frame whole (one DMA copy) instead of "
         "the preprocessing kernel reading the pixels it samples from the pinned frame slot in place "
-        "(the default: faster on the H200, see docs/gpu.md); integrated GPUs always read in place",
+        "(the default: no copy, and no per-frame call on the batch thread; measurements in docs/gpu.md); "
+        "integrated GPUs always read in place",
     )
     infer_workers: int | None = Field(
         None,

@@ -32,17 +32,6 @@ class CandidateRows:
             raise ValueError(f"inconsistent candidates: data {data.shape}, index {index.shape}, axis {axis}")
         self.data, self.index, self.shape, self.axis = data, index, shape, axis
 
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        return self.data.dtype
-
-    @property
-    def ndim(self) -> int:
-        return 3
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
     def counts(self) -> np.ndarray:
         """Kept anchors per frame."""
         return np.asarray((self.index >= 0).sum(axis=1))

@@ -35,7 +35,7 @@ def test_iobinding_matches_cpu(ort_cuda: str, nanodet: Path) -> None:
     gbuf.array.copy_from_host(host)
     for n in (4, 1, 3):
         g = gpu.backend.infer(gbuf, n)
-        assert gbuf.handle.bound_rows == 4  # pad_batch: one input shape whatever the batch size
+        assert gbuf.handle.bound == {0: 4}  # pad_batch: one input shape whatever the batch size
         c = cpu.backend.infer(cbuf, n)
         assert set(g) == set(c)
         for name in c:
@@ -293,3 +293,72 @@ def test_pipeline_nvdec_no_pcie_copies(
     assert counts["device_to_device"] == 40  # out of the decoder's reuse ring into the pool slot
     cpu, _ = _detections("cpu", str(clip), 40, 4)
     assert _agree(gpu, cpu) >= 0.9
+
+
+def test_two_lanes_run_at_once_and_match_one(ort_cuda: str, nanodet: Path) -> None:
+    """Two inference workers: each thread takes its own lane (ORT session + CUDA stream); runs on both
+    lanes at once (GPU candidate filter included) give what a single lane gives for the same input."""
+    import threading
+
+    pkg = load_package(nanodet)
+    one = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False, buffers=2)
+    two = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False, buffers=2, workers=2)
+    lanes = two.backend.lanes  # type: ignore[attr-defined]
+    assert len(one.backend.lanes) == 1 and len(lanes) == 2  # type: ignore[attr-defined]
+    assert two.backend.concurrent_infer and lanes[0].stream.handle != lanes[1].stream.handle
+    rng = np.random.default_rng(3)
+    ones = [one.buffers.get_nowait() for _ in range(2)]
+    twos = [two.buffers.get_nowait() for _ in range(2)]
+    for a, b in zip(ones, twos, strict=True):
+        host = rng.standard_normal(a.array.shape).astype(a.array.dtype)
+        a.array.copy_from_host(host)
+        b.array.copy_from_host(host)
+    expected = [{k: np.asarray(v) for k, v in one.backend.infer(buf, 4).items()} for buf in ones]
+    got: list[list[dict[str, np.ndarray]]] = [[], []]
+    used: list[int] = [-1, -1]
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            for _ in range(25):
+                got[i].append({k: np.asarray(v) for k, v in two.backend.infer(twos[i], 4).items()})
+            used[i] = two.backend.lane().index  # type: ignore[attr-defined]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(used) == [0, 1]
+    for i in range(2):
+        assert len(got[i]) == 25
+        for outputs in got[i]:
+            for name, want in expected[i].items():
+                np.testing.assert_allclose(outputs[name], want, atol=1e-4, rtol=1e-3)
+    one.close()
+    two.close()
+
+
+def test_pipeline_two_inference_workers_on_the_gpu(
+    ort_cuda: str, clip: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """infer_workers=2 on cuda: two lanes, every frame exactly once and in order per stream, and the same
+    detections as one worker."""
+    monkeypatch.chdir(repo)
+    seen: dict[int, dict[str, list[tuple[int, list[str]]]]] = {}
+    for workers in (1, 2):
+        per: dict[str, list[tuple[int, list[str]]]] = {}
+        sources = [f"a={clip}", f"b={clip}"]
+        with Pipeline(
+            "models/nanodet-m", sources, device=ort_cuda, max_batch=4, max_frames=40, infer_workers=workers
+        ) as p:
+            assert p.infer_workers == workers
+            assert len(p.model.backend.lanes) == workers  # type: ignore[attr-defined]
+            for r in p.results():
+                per.setdefault(r.stream_id, []).append((r.sequence, sorted(d.label for d in r.detections)))
+        seen[workers] = per
+    assert [s for s, _ in seen[2]["a"]] == list(range(40)) and [s for s, _ in seen[2]["b"]] == list(range(40))
+    assert seen[2] == seen[1]

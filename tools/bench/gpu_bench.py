@@ -18,7 +18,9 @@ what it measured):
             into pinned slots) and NVDEC, timed once every source is open
 
 Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
---only MODELS, --streams, --density-streams.
+--only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
+count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
+CUDA stream).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-_OPTIONS = {"frame_upload": False, "cuda_graph": False}  # --host-frames upload, --cuda-graph
+_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1]}  # command-line options
 
 
 def _env() -> dict[str, Any]:
@@ -130,6 +132,61 @@ def bench_raw(rec: Recorder, models: dict[str, Path], batches: list[int], second
                 }
             )
             m.close()
+        for w in [w for w in _OPTIONS["workers"] if w > 1]:
+            rec.add(_raw_lanes(pkg, name, top, w, seconds))
+
+
+def _raw_lanes(pkg: Any, name: str, b: int, workers: int, seconds: float) -> dict[str, Any]:
+    """``workers`` threads each running full batches on their own buffer, as a pipeline's inference
+    workers do (each thread takes its own lane: session + CUDA stream)."""
+    import threading
+
+    from edgefleet.sdk import OnnxRuntimeConfig
+    from edgefleet.sdk._cuda._array import as_device_array
+    from edgefleet.sdk._model import load_model
+
+    m = load_model(
+        pkg, OnnxRuntimeConfig(), device="cuda:0", max_batch=b, warmup=False, buffers=workers, workers=workers
+    )
+    bufs = [m.buffers.get_nowait() for _ in range(workers)]
+    for buf in bufs:
+        dev = as_device_array(buf.array)
+        dev.copy_from_host(np.random.default_rng(0).random(dev.shape).astype(dev.dtype))
+    ready = threading.Barrier(workers + 1)
+    stop = threading.Event()
+    runs = [0] * workers
+
+    def worker(i: int) -> None:
+        for _ in range(3):
+            m.backend.infer(bufs[i], b)
+        ready.wait()
+        ready.wait()
+        while not stop.is_set():
+            m.backend.infer(bufs[i], b)
+            runs[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    t0 = time.perf_counter()
+    ready.wait()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    m.close()
+    return {
+        "suite": "raw",
+        "model": name,
+        "batch": b,
+        "cuda_graph": False,
+        "infer_workers": workers,
+        "images_per_s": round(sum(runs) * b / dt, 1),
+        "note": f"{workers} threads, each its own lane (ORT session + CUDA stream) and buffer, as the pipeline's "
+        "inference workers",
+    }
 
 
 # --- (b) naive -------------------------------------------------------------------------------------
@@ -249,7 +306,13 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
 
 # --- (c)/(d) pipeline ------------------------------------------------------------------------------
 def _pipeline(
-    model: Path, sources: list[Any], batch: int, frames: int | None, timeout_ms: float = 5.0, device: str = "cuda:0"
+    model: Path,
+    sources: list[Any],
+    batch: int,
+    frames: int | None,
+    timeout_ms: float = 5.0,
+    device: str = "cuda:0",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Run a pipeline to the end; throughput and latency over the steady part: while every stream is
     running (model warm-up and decoder sessions opening before it, streams ending after it, left out)."""
@@ -277,6 +340,7 @@ def _pipeline(
         batch_timeout_ms=timeout_ms,
         on_result=on_result,
         frame_upload=_OPTIONS["frame_upload"],
+        infer_workers=workers,
     )
     p.start()
     t_start = time.monotonic()
@@ -303,6 +367,7 @@ def _pipeline(
         if len(c) > 1 and c[0][2] <= hi
     ]
     return {
+        "infer_workers": p.infer_workers,
         "frames": s.results,
         "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
         "max_capture_slip_behind_30fps_s": round(max(slips), 3) if slips else 0.0,
@@ -329,12 +394,12 @@ def bench_pipeline(
 ) -> None:
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
-            for dec in decoders:
+            for dec, w in [(d, w) for d in decoders for w in _OPTIONS["workers"]]:
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
-                    r = _pipeline(path, [src] * streams, batch, per)
+                    r = _pipeline(path, [src] * streams, batch, per, workers=w)
                 except Exception as exc:
                     r = {"error": f"{type(exc).__name__}: {exc}"}
                     traceback.print_exc()
@@ -354,46 +419,45 @@ def bench_pipeline(
 def bench_density(
     rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
 ) -> None:
-    for dec in decoders:
-        for s in streams:
-            base = _uri(clip, dec)
-            src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
-            frames = int(30 * seconds)
-            try:
-                if dec.startswith("nvdec"):
-                    from edgefleet.sdk._sources import parse_source
+    for dec, s, w in [(d, s, w) for d in decoders for s in streams for w in _OPTIONS["workers"]]:
+        base = _uri(clip, dec)
+        src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
+        frames = int(30 * seconds)
+        try:
+            if dec.startswith("nvdec"):
+                from edgefleet.sdk._sources import parse_source
 
-                    specs = []
-                    for i in range(s):
-                        sp = parse_source(base, i)
-                        specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
-                    r = _pipeline(model, specs, min(s, 32), frames)  # type: ignore[arg-type]
-                else:
-                    r = _pipeline(model, [src] * s, min(s, 32), frames)
-            except Exception as exc:
-                r = {"error": f"{type(exc).__name__}: {exc}"}
-                traceback.print_exc()
-            # sustained: every frame delivered, none dropped, p95 end-to-end <= 100 ms, and every stream captured
-            # every frame within 100 ms of its 30 fps schedule (file sources block rather than drop, so a
-            # pipeline that cannot keep up shows as streams slipping behind, not as latency)
-            ok = (
-                "error" not in r
-                and r["latency_p95_ms"] <= 100
-                and r["dropped"] == 0
-                and r["frames"] == s * frames
-                and r["max_capture_slip_behind_30fps_s"] <= 0.1
-            )
-            rec.add(
-                {
-                    "suite": "density",
-                    "model": name,
-                    "decode": dec,
-                    "streams": s,
-                    "paced_fps_per_stream": 30,
-                    "sustained": ok,
-                    **r,
-                }
-            )
+                specs = []
+                for i in range(s):
+                    sp = parse_source(base, i)
+                    specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
+                r = _pipeline(model, specs, min(s, 32), frames, workers=w)  # type: ignore[arg-type]
+            else:
+                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w)
+        except Exception as exc:
+            r = {"error": f"{type(exc).__name__}: {exc}"}
+            traceback.print_exc()
+        # sustained: every frame delivered, none dropped, p95 end-to-end <= 100 ms, and every stream captured
+        # every frame within 100 ms of its 30 fps schedule (file sources block rather than drop, so a
+        # pipeline that cannot keep up shows as streams slipping behind, not as latency)
+        ok = (
+            "error" not in r
+            and r["latency_p95_ms"] <= 100
+            and r["dropped"] == 0
+            and r["frames"] == s * frames
+            and r["max_capture_slip_behind_30fps_s"] <= 0.1
+        )
+        rec.add(
+            {
+                "suite": "density",
+                "model": name,
+                "decode": dec,
+                "streams": s,
+                "paced_fps_per_stream": 30,
+                "sustained": ok,
+                **r,
+            }
+        )
 
 
 def main(argv: list[str]) -> None:
@@ -414,7 +478,9 @@ def main(argv: list[str]) -> None:
         default="in_place",
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
+    ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
     args = ap.parse_args(argv)
+    _OPTIONS["workers"] = [int(x) for x in args.infer_workers.split(",")]
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
     rec = Recorder(args.out, argv)

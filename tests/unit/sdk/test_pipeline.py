@@ -226,3 +226,16 @@ def test_run_with_a_callback_reraises_a_stage_failure(toy_models: dict[str, Path
     p = Pipeline(toy_models["yolo"], ["synthetic:?frames=5&live=0"], on_result=boom)
     with pytest.raises(PipelineError, match="callback exploded"):
         p.run()
+
+
+def test_cpu_threads_are_split_between_cpu_workers_only(tmp_path: Path) -> None:
+    """Several CPU workers share the cores; on a GPU each worker's session keeps ORT's own default
+    (its CPU threads only run shape glue), so the threads are not split there."""
+    from edgefleet.sdk._config import PipelineConfig
+    from edgefleet.sdk._pipeline import _backend_for_workers
+
+    cpu = PipelineConfig(model=tmp_path, sources=("x.mp4",), device="cpu")
+    gpu = PipelineConfig(model=tmp_path, sources=("x.mp4",), device="cuda:0")
+    assert _backend_for_workers(cpu, 2).intra_op_threads is not None  # type: ignore[union-attr]
+    assert _backend_for_workers(gpu, 2).intra_op_threads is None  # type: ignore[union-attr]
+    assert _backend_for_workers(cpu, 1).intra_op_threads is None  # type: ignore[union-attr]

@@ -57,7 +57,12 @@ def _mode_raw(model: Path, source: Path, frames: int, batch: int, device: str) -
     cfg = PipelineConfig(model=model, sources=(str(source),), device=device, max_batch=batch)
     workers = _default_workers(cfg)
     m = load_model(
-        load_package(model), _backend_for_workers(cfg, workers), device=device, max_batch=batch, buffers=2 + workers
+        load_package(model),
+        _backend_for_workers(cfg, workers),
+        device=device,
+        max_batch=batch,
+        buffers=2 + workers,
+        workers=workers,
     )
     if not m.backend.concurrent_infer:
         workers = 1

@@ -99,7 +99,8 @@ class PipelineConfig(_Strict):
         ge=1,
         le=16,
         description="Batches inferred at once (threads sharing one model). Default: 2 for ONNX Runtime on "
-        "a CPU with 2+ cores (each run single-threaded), else 1",
+        "a CPU with 2+ cores (each run single-threaded), else 1. ONNX Runtime on cuda:N gives each worker "
+        "its own session and CUDA stream (docs/gpu.md#inference-lanes)",
     )
 
     @field_validator("device")

@@ -120,10 +120,13 @@ def load_model(
     buffers: int = 3,
     warmup: bool = True,
     copies: CopyCounter | None = None,
+    workers: int = 1,
 ) -> LoadedModel:
-    """Load, check against the manifest, build the decoder and preallocate input buffers."""
+    """Load, check against the manifest, build the decoder and preallocate input buffers.
+    ``workers``: threads that will run inference at once (ONNX Runtime on a GPU gives each a lane)."""
     manifest = package.manifest
     backend = create_backend(backend_config or OnnxRuntimeConfig(), device)
+    backend.workers = workers
     try:
         backend.load(package.model_path)
         check_io(manifest, backend, str(package.root))

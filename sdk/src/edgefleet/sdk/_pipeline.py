@@ -227,10 +227,11 @@ class Pipeline:
                 overrides=self.overrides,
                 copies=self.copies,
                 buffers=2 + self._workers,
+                workers=self._workers,
             )
             stack.callback(model.close)
             if self._workers > 1 and not model.backend.concurrent_infer:
-                self._workers = 1  # e.g. a CUDA session: one stream, one worker
+                self._workers = 1  # e.g. TensorRT: one execution context, one worker
             self._slot = ModelSlot(model)
             for sink in self._sinks:
                 sink.stream_fps = self._stream_fps
@@ -692,7 +693,8 @@ class Pipeline:
 
 def _default_workers(config: PipelineConfig) -> int:
     """Two single-threaded inference workers beat one two-threaded run for the small models edge
-    pipelines use, on ONNX Runtime's CPU path; GPU backends keep one (one CUDA stream)."""
+    pipelines use, on ONNX Runtime's CPU path. GPU backends keep one: a second ONNX Runtime lane (session +
+    stream) helps throughput-bound detectors but lowered live stream density on an H200 (docs/gpu.md)."""
     if config.device != "cpu" or not isinstance(config.backend, OnnxRuntimeConfig):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -700,9 +702,11 @@ def _default_workers(config: PipelineConfig) -> int:
 
 
 def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeConfig | TensorRTConfig:
-    """With several CPU workers, split the cores between them unless the user set the threads."""
+    """With several CPU workers, split the cores between them unless the user set the threads (on a GPU
+    each worker has its own session whose CPU threads only run shape glue)."""
     backend = config.backend
-    if workers > 1 and isinstance(backend, OnnxRuntimeConfig) and backend.intra_op_threads is None:
+    on_cpu = config.device == "cpu"
+    if on_cpu and workers > 1 and isinstance(backend, OnnxRuntimeConfig) and backend.intra_op_threads is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return backend.model_copy(update={"intra_op_threads": max(1, cores // workers)})
     return backend

@@ -49,6 +49,9 @@ class Backend(ABC):
     #: True when ``infer`` may run from several threads at once on different buffers (ONNX Runtime's CPU
     #: sessions); the pipeline then runs several inference workers on one loaded model.
     concurrent_infer: bool = False
+    #: threads that will call ``infer`` at once (the pipeline's inference workers), set before ``load``;
+    #: a GPU backend may give each its own stream and execution context so their work overlaps
+    workers: int = 1
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device

@@ -3,11 +3,17 @@
 On ``cuda:N`` (onnxruntime-gpu + cuda-python) the input buffers live on the device, are bound with
 IOBinding together with preallocated device outputs, and ORT runs on this backend's own CUDA stream;
 only the outputs come back to the host (``_ort_cuda.py``). Optional CUDA graphs replay the whole run.
+
+With several inference workers (``Backend.workers``) each gets a *lane*: its own session on its own
+CUDA stream, so one worker's host-side work (waiting for its copies, re-taking the GIL, the candidate
+filter's bookkeeping) overlaps the other's kernels instead of leaving the GPU idle. A worker thread takes
+a lane on its first run and keeps it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -70,6 +76,15 @@ class CandidateFilter:
     companion: str | None = None
 
 
+@dataclass(frozen=True)
+class Lane:
+    """One ORT session and the CUDA stream it runs on (the CUDA path; one per inference worker)."""
+
+    index: int
+    session: Any
+    stream: Any  # edgefleet.sdk._cuda._runtime.Stream
+
+
 def _shape(raw: Any) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) and d > 0 else -1 for d in raw)
 
@@ -90,8 +105,12 @@ class OnnxRuntimeBackend(Backend):
         self._graphs = True  # cuda_graph asked for and possible (every output shape known up front)
         self._next_graph = 0
         self._candidates: dict[str, CandidateFilter] = {}
+        self.lanes: list[Lane] = []  # the CUDA path's sessions + streams
+        self._thread_lane = threading.local()
+        self._lane_lock = threading.Lock()
+        self._next_lane = 0
 
-    def _providers(self, ort: Any) -> list[Any]:
+    def _providers(self, ort: Any, stream: Any = None) -> list[Any]:
         available = set(ort.get_available_providers())
         if self.config.providers:
             wanted = list(self.config.providers)
@@ -106,10 +125,9 @@ class OnnxRuntimeBackend(Backend):
                 continue
             if name == "CUDAExecutionProvider":
                 cuda_opts: dict[str, Any] = {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}
-                if self._stream is not None:  # ORT's kernels run on our stream: ordered with our copies
-                    stream = str(self._stream.handle)
-                    cuda_opts |= {"has_user_compute_stream": "1", "user_compute_stream": stream}
-                if self.config.cuda_graph and self._stream is not None and self._graphs:
+                if stream is not None:  # ORT's kernels run on our stream: ordered with our copies
+                    cuda_opts |= {"has_user_compute_stream": "1", "user_compute_stream": str(stream.handle)}
+                if self.config.cuda_graph and stream is not None and self._graphs:
                     cuda_opts["enable_cuda_graph"] = "1"
                 chosen.append((name, cuda_opts))
             elif name == "TensorrtExecutionProvider":
@@ -159,9 +177,9 @@ class OnnxRuntimeBackend(Backend):
                 self.device,
             )
 
-    def _open(self, ort: Any, model_path: Path, opts: Any) -> Any:
+    def _open(self, ort: Any, model_path: Path, opts: Any, stream: Any = None) -> Any:
         try:
-            return ort.InferenceSession(str(model_path), sess_options=opts, providers=self._providers(ort))
+            return ort.InferenceSession(str(model_path), sess_options=opts, providers=self._providers(ort, stream))
         except Exception as exc:  # ORT raises its own pybind exception types
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise BackendError(f"{model_path}: ONNX Runtime cannot load this model: {msg}") from None
@@ -182,7 +200,7 @@ class OnnxRuntimeBackend(Backend):
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if not model_path.is_file():
             raise BackendError(f"{model_path}: no such model file")
-        self._session = self._open(ort, model_path, opts)
+        self._session = self._open(ort, model_path, opts, self._stream)
         symbolic = [o.name for o in self._session.get_outputs() if any(d <= 0 for d in _shape(o.shape)[1:])]
         if self.config.cuda_graph and self._stream is not None and symbolic:
             # A graph replays fixed addresses, but ORT allocates outputs of unknown shape itself on the
@@ -193,10 +211,8 @@ class OnnxRuntimeBackend(Backend):
                 symbolic[0],
             )
             self._graphs = False
-            self._session = self._open(ort, model_path, opts)
+            self._session = self._open(ort, model_path, opts, self._stream)
         self.providers = list(self._session.get_providers())
-        # InferenceSession.run is thread-safe; on the CPU path nothing else is shared between calls.
-        self.concurrent_infer = self.providers[:1] == ["CPUExecutionProvider"]
         self.inputs = tuple(
             TensorSpec(i.name, _shape(i.shape), _DTYPES.get(i.type, i.type)) for i in self._session.get_inputs()
         )
@@ -211,6 +227,35 @@ class OnnxRuntimeBackend(Backend):
             _log.warning("ONNX Runtime could not start its CUDA provider on %s; running on the CPU", self.device)
         self._on_device = on_gpu and self._stream is not None
         self._gpu_from_host = on_gpu and self._stream is None  # onnxruntime-gpu without cuda-python
+        # InferenceSession.run is thread-safe. On the CPU path nothing else is shared between calls; on the
+        # CUDA path every worker gets its own lane (session + stream), and a device buffer's binding is
+        # used by one batch at a time.
+        self.concurrent_infer = self.providers[:1] == ["CPUExecutionProvider"] or self._on_device
+        if self._on_device:
+            self._open_lanes(ort, model_path, opts)
+
+    def _open_lanes(self, ort: Any, model_path: Path, opts: Any) -> None:
+        from .._cuda._runtime import Stream
+
+        self.lanes = [Lane(0, self._session, self._stream)]
+        for i in range(1, max(1, self.workers)):
+            stream = Stream(self._ordinal)
+            try:
+                session = self._open(ort, model_path, opts, stream)
+            except BaseException:
+                stream.close()
+                raise
+            self.lanes.append(Lane(i, session, stream))
+
+    def lane(self) -> Lane:
+        """The calling thread's lane: taken round-robin on its first run, then kept."""
+        lane: Lane | None = getattr(self._thread_lane, "lane", None)
+        if lane is None or lane.index >= len(self.lanes) or self.lanes[lane.index] is not lane:
+            with self._lane_lock:
+                lane = self.lanes[self._next_lane % len(self.lanes)]
+                self._next_lane += 1
+            self._thread_lane.lane = lane
+        return lane
 
     def allocate_input(self, batch: int) -> InputBuffer:
         spec = self.inputs[0]
@@ -245,9 +290,21 @@ class OnnxRuntimeBackend(Backend):
     def describe(self) -> str:
         return f"onnxruntime on {self.device} ({', '.join(self.providers)})"
 
+    def warmup(self, buffer: InputBuffer, n: int = 1, iterations: int = 3) -> float:
+        """Warm every lane (each session pays its own first run), then time the first as usual."""
+        from ._ort_cuda import DeviceBinding
+
+        if isinstance(buffer.handle, DeviceBinding):
+            for lane in self.lanes[1:]:
+                buffer.handle.run(n, lane)
+        return super().warmup(buffer, n, iterations)
+
     def close(self) -> None:
         self._session = None
         self._candidates = {}
+        for lane in self.lanes[1:]:
+            lane.stream.close()
+        self.lanes = []
         if self._stream is not None:
             self._stream.close()
 

@@ -1,12 +1,14 @@
-"""ONNX Runtime on device buffers: one IOBinding per input buffer, outputs preallocated on the device.
+"""ONNX Runtime on device buffers: one IOBinding per input buffer (and lane), outputs preallocated on the
+device.
 
 The preprocessing kernel writes into ``DeviceBinding.input``; :meth:`DeviceBinding.run` binds the input,
-runs ORT on the backend's stream, and copies the outputs' first ``n`` rows to fresh host arrays (or, for a
-detector whose candidate filter is on, only the candidates). By default every run uses the buffer's full
-capacity (``pad_batch``): the CUDA EP re-plans its convolutions on every change of input shape (measured on
-an H200, YOLOv8n at batch <= 8: 4.8 ms per run at one shape, 113 ms when the batch size varies). With CUDA
-graphs every run also keeps the same addresses, one graph per buffer (``gpu_graph_id``); a model with an
-output of unknown shape runs without graphs (the backend says so when it loads).
+runs ORT on the calling worker's lane (its session and CUDA stream), and copies the outputs' first ``n``
+rows to fresh host arrays (or, for a detector whose candidate filter is on, only the candidates). By
+default every run uses the buffer's full capacity (``pad_batch``): the CUDA EP re-plans its convolutions on
+every change of input shape (measured on an H200, YOLOv8n at batch <= 8: 4.8 ms per run at one shape,
+113 ms when the batch size varies). With CUDA graphs every run also keeps the same addresses, one graph
+per buffer (``gpu_graph_id``) in each lane's session; a model with an output of unknown shape runs without
+graphs (the backend says so when it loads).
 
 Outputs whose ONNX shape has symbolic dimensions besides the batch (common in exported detectors) are
 left to ORT on the first run; their real shape is then learned and they are preallocated and bound like
@@ -28,7 +30,7 @@ from .._errors import BackendError
 from .._sparse import CandidateRows
 
 if TYPE_CHECKING:
-    from ._onnxruntime import CandidateFilter, OnnxRuntimeBackend
+    from ._onnxruntime import CandidateFilter, Lane, OnnxRuntimeBackend
 
 __all__ = ["DeviceBinding"]
 
@@ -48,8 +50,8 @@ class DeviceBinding:
         spec = backend.inputs[0]
         self.input = DeviceArray.zeros(shape, spec.dtype, self.ordinal)
         self.rows = rows
-        self.io = backend._session.io_binding()
-        self.bound_rows = -1
+        self._io: dict[int, Any] = {}  # lane index -> IOBinding
+        self.bound: dict[int, int] = {}  # lane index -> rows bound now (tests read it)
         self.outputs: dict[str, DeviceArray | None] = {}
         self._learn: set[str] = set()  # symbolic non-batch dims: learn the shape from ORT's first run
         self._dynamic: set[str] = set()  # ORT rejected a bound shape: it allocates these from now on
@@ -72,12 +74,15 @@ class DeviceBinding:
         self._counts: DeviceArray | None = None  # (filters, rows) candidate counts of the last run
         self.candidate_counts: np.ndarray | None = None  # per frame, after a filtered run (tests, stats)
 
-    def _bind(self, rows: int) -> None:
+    def _bind(self, lane: Lane, rows: int) -> Any:
         b = self.backend
         spec = b.inputs[0]
-        self.io.clear_binding_inputs()
-        self.io.clear_binding_outputs()
-        self.io.bind_input(
+        io = self._io.get(lane.index)
+        if io is None:
+            io = self._io[lane.index] = lane.session.io_binding()
+        io.clear_binding_inputs()
+        io.clear_binding_outputs()
+        io.bind_input(
             spec.name,
             "cuda",
             self.ordinal,
@@ -88,34 +93,36 @@ class DeviceBinding:
         for o in b.outputs:
             arr = self.outputs[o.name]
             if arr is None:
-                self.io.bind_output(o.name, "cuda", self.ordinal)
+                io.bind_output(o.name, "cuda", self.ordinal)
             else:
-                self.io.bind_output(o.name, "cuda", self.ordinal, arr.dtype.type, (rows, *arr.shape[1:]), arr.ptr)
-        self.bound_rows = rows
+                io.bind_output(o.name, "cuda", self.ordinal, arr.dtype.type, (rows, *arr.shape[1:]), arr.ptr)
+        self.bound[lane.index] = rows
+        return io
 
-    def run(self, n: int) -> dict[str, np.ndarray]:
+    def run(self, n: int, lane: Lane | None = None) -> dict[str, np.ndarray]:
+        """Run rows [0, n) on ``lane`` (default: the calling thread's)."""
         b = self.backend
         if b._session is None:
             raise BackendError("backend is closed")
         if not 0 < n <= self.rows:
             raise BackendError(f"cannot run {n} rows from a buffer of {self.rows}")
         use_device(self.ordinal)
+        lane = lane or b.lane()
         rows = self.rows if (self.graphs or b.config.pad_batch) else (b.fixed_batch or n)
-        if rows != self.bound_rows:
-            self._bind(rows)
+        io = self._io[lane.index] if self.bound.get(lane.index, -1) == rows else self._bind(lane, rows)
         with nvtx_range("infer.onnxruntime"):
             try:
-                b._session.run_with_iobinding(self.io, self.run_options)
+                lane.session.run_with_iobinding(io, self.run_options)
             except Exception as exc:  # ORT's pybind errors
                 if not self._unlearn():
                     raise _error(exc) from None
-                self._bind(rows)  # a learned output shape was wrong: let ORT allocate it, once more
+                io = self._bind(lane, rows)  # a learned output shape was wrong: let ORT allocate it, once more
                 try:
-                    b._session.run_with_iobinding(self.io, self.run_options)
+                    lane.session.run_with_iobinding(io, self.run_options)
                 except Exception as exc2:
                     raise _error(exc2) from None
         with nvtx_range("infer.outputs"):
-            return self._fetch(n, rows)
+            return self._fetch(io, lane, n, rows)
 
     def _unlearn(self) -> bool:
         learned = [name for name in self._learn if self.outputs[name] is not None]
@@ -134,15 +141,15 @@ class DeviceBinding:
             return
         spec = next(o for o in self.backend.outputs if o.name == name)
         self.outputs[name] = DeviceArray.empty((self.rows, *shape[1:]), spec.dtype, self.ordinal)
-        self.bound_rows = -1  # rebind next run (CUDA graphs stay off: see OnnxRuntimeBackend.load)
+        self.bound.clear()  # rebind next run, every lane (CUDA graphs stay off: see OnnxRuntimeBackend.load)
 
-    def _fetch(self, n: int, rows: int) -> dict[str, np.ndarray]:
+    def _fetch(self, io: Any, lane: Lane, n: int, rows: int) -> dict[str, np.ndarray]:
         rt = cudart()
-        stream = self.backend._stream.raw
+        stream = lane.stream.raw
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         result: dict[str, Any] = {}  # ndarrays, or CandidateRows where a filter engaged
         foreign: list[str] = [name for name, arr in self.outputs.items() if arr is None]
-        values = self.io.get_outputs() if foreign else []
+        values = io.get_outputs() if foreign else []
         names = [o.name for o in self.backend.outputs]
         for name in foreign:
             value = values[names.index(name)]
@@ -156,7 +163,7 @@ class DeviceBinding:
                 )
             result[name] = host
             self._adopt(name, shape, rows)
-        fetches = self._filter([f for f in self.backend._candidates.values() if f.output not in result], n)
+        fetches = self._filter([f for f in self.backend._candidates.values() if f.output not in result], n, lane)
         covered = {name for fetch in fetches for name in fetch.names()}
         for name, arr in self.outputs.items():
             if name in result or name in covered or arr is None:
@@ -169,7 +176,7 @@ class DeviceBinding:
             result.update(fetch.finish())
         return {name: result[name] for name in self.outputs}
 
-    def _filter(self, filters: list[CandidateFilter], n: int) -> list[_Fetch]:
+    def _filter(self, filters: list[CandidateFilter], n: int, lane: Lane) -> list[_Fetch]:
         """Threshold + compaction on the GPU: every filter's kernel, one copy of all counts, one wait,
         then the candidates' copies are queued (the caller waits once more for them and the other
         outputs). A filter that does not apply to this run (an output not bound yet, another layout, a
@@ -178,7 +185,7 @@ class DeviceBinding:
         if not plans:
             return []
         rt = cudart()
-        stream = self.backend._stream
+        stream = lane.stream
         if self._counts is None or self._counts.shape[0] < len(self.backend._candidates):
             self._counts = DeviceArray.empty((len(self.backend._candidates), self.rows), np.int32, self.ordinal)
         counts_dev = self._counts

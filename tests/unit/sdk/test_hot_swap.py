@@ -191,3 +191,44 @@ def test_repeated_swaps_release_old_versions(toy_models: dict[str, Path]) -> Non
         assert first.backend._session is None  # type: ignore[attr-defined]  # closed, not leaked
         p.stop()
         list(p.results())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_decoder_failing_after_cutover_rolls_back_and_reruns_the_batch(
+    toy_models: dict[str, Path], tmp_path: Path, workers: int
+) -> None:
+    """A decoder that passes the gate and then raises is rolled back like a failing inference, whether
+    the post thread decodes (one worker) or the inference workers do (several)."""
+    from edgefleet.sdk import DecodeContext, register_decoder
+    from edgefleet.sdk._decoders._detection import YoloDecoder
+
+    class Flaky(YoloDecoder):
+        def __init__(self, ctx: DecodeContext) -> None:
+            super().__init__(ctx)
+            self.calls = itertools.count()
+
+        def decode(self, outputs, transforms):  # type: ignore[no-untyped-def]
+            if next(self.calls) >= 3:  # the gate's warm-up and two live batches go through
+                raise RuntimeError("decoder tripped on live outputs")
+            return super().decode(outputs, transforms)
+
+    register_decoder("test-flaky-yolo", Flaky, replace=True)
+    flaky = tmp_path / "flaky"
+    shutil.copytree(toy_models["yolo_v2"], flaky)
+    data = yaml.safe_load((flaky / "manifest.yaml").read_text())
+    data["decoder"]["type"] = "test-flaky-yolo"
+    (flaky / "manifest.yaml").write_text(yaml.safe_dump(data))
+    reports: list[SwapReport] = []
+    with Pipeline(toy_models["yolo"], STREAMS, max_batch=4, infer_workers=workers) as p:
+        assert p.infer_workers == workers
+        t = _swap_later(p, flaky, 0.6, reports, health_window_s=30.0)
+        per_stream = _collect(p)
+        t.join()
+        history = [e.stage for e in p.swap_history]
+        assert p.model.ref == "toy-yolo:1.0.0"
+    assert reports[0].ok, reports[0].error
+    assert "rollback" in history
+    assert any("decoding failed" in e.message for e in p.swap_history if e.stage == "rollback")
+    _check_invariants(per_stream, 120)
+    versions = Counter(r.model_version for results in per_stream.values() for r in results)
+    assert versions["2.0.0"] > 0 and versions["1.0.0"] > 0

@@ -116,7 +116,7 @@ def test_stage_failure_surfaces_with_its_cause(toy_models: dict[str, Path], tmp_
         for _ in p.results():
             pass
     assert isinstance(exc.value.__cause__, ValueError)
-    assert exc.value.stage == "post"
+    assert exc.value.stage == "decode"
 
 
 def test_missing_source_file_fails_start_clearly(toy_models: dict[str, Path]) -> None:

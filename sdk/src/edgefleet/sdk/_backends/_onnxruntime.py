@@ -300,11 +300,12 @@ class OnnxRuntimeBackend(Backend):
         return super().warmup(buffer, n, iterations)
 
     def close(self) -> None:
+        streams = [lane.stream for lane in self.lanes[1:]]
+        self.lanes = []  # every session goes before the stream it runs on
         self._session = None
         self._candidates = {}
-        for lane in self.lanes[1:]:
-            lane.stream.close()
-        self.lanes = []
+        for stream in streams:
+            stream.close()
         if self._stream is not None:
             self._stream.close()
 

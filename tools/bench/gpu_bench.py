@@ -507,7 +507,8 @@ def main(argv: list[str]) -> None:
                 )
             elif suite == "pipeline":
                 cells = [(m, s, 8 if s == 1 else 32) for m in ("yolov8n-fp16", "yolov8n-fp32") for s in stream_counts]
-                cells += [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
+                extra = [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
+                cells += [c for c in extra if c[1] in stream_counts]
                 bench_pipeline(
                     rec,
                     {k: v for k, v in models.items() if any(c[0] == k for c in cells)},

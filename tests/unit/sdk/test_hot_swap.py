@@ -139,7 +139,7 @@ def test_corrupt_package_raises_and_old_keeps_serving(toy_models: dict[str, Path
     bad = tmp_path / "corrupt"
     shutil.copytree(toy_models["yolo_v2"], bad)
     (bad / "model.onnx").write_bytes((bad / "model.onnx").read_bytes()[:-10])
-    with Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=60"]) as p:
+    with Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=60&live=0"]) as p:
         with pytest.raises(IntegrityError, match="truncated"):
             p.swap_model(bad)
         results = list(p.results())
@@ -172,7 +172,7 @@ def test_failure_after_cutover_rolls_back_and_reruns_the_batch(toy_models: dict[
 
 
 def test_manual_rollback_within_the_health_window(toy_models: dict[str, Path]) -> None:
-    with Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=150&width=160&height=120"]) as p:
+    with Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=150&width=160&height=120&live=0"]) as p:
         report = p.swap_model(toy_models["yolo_v2"], health_window_s=30.0)
         assert report.ok and p.model.ref == "toy-yolo:2.0.0"
         back = p.rollback("operator asked")

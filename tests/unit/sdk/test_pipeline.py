@@ -62,7 +62,7 @@ def test_every_frame_of_every_stream_gets_one_result(toy_models: dict[str, Path]
 
 
 def test_fixed_batch_model_caps_the_batch(toy_models: dict[str, Path]) -> None:
-    with Pipeline(toy_models["yolo_fixed"], ["synthetic:?frames=10&fps=500"], max_batch=8) as p:
+    with Pipeline(toy_models["yolo_fixed"], ["synthetic:?frames=10&fps=500&live=0"], max_batch=8) as p:
         assert p.model.max_batch == 1
         assert len(list(p.results())) == 10
 

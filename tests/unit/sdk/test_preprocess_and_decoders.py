@@ -190,7 +190,7 @@ def test_app_registered_decoder_is_used(toy_models: dict[str, Path], tmp_path: P
     data = yaml.safe_load((dst / "manifest.yaml").read_text())
     data["decoder"] = {"type": "test-max"}
     (dst / "manifest.yaml").write_text(yaml.safe_dump(data))
-    with Pipeline(dst, ["synthetic:?frames=3&fps=100"]) as p:
+    with Pipeline(dst, ["synthetic:?frames=3&fps=100&live=0"]) as p:
         results = list(p.results())
     assert len(results) == 3
     assert all(r.raw is not None and float(r.raw["max"]) == pytest.approx(33.0) for r in results)

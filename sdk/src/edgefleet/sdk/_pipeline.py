@@ -2,8 +2,8 @@
 bounded queues between them.
 
 Concurrency model: one thread per source, then three stage threads (``batch``, ``infer``, ``post``).
-With several inference workers each one also decodes its own batch (the decoders are stateless), so
-post-processing runs as many at once as inference does; ``post`` then only delivers, in order.
+``post`` decodes and delivers in formation order. (Decoding on several threads was measured on an H200
+and did not help: the decoders' numpy work is bound by the GIL; docs/gpu.md.)
 Every queue is bounded; every blocking wait has a timeout and checks the abort flag. The first exception
 in any thread aborts the whole pipeline and is re-raised to the caller as :class:`PipelineError` with the
 original as its cause.
@@ -60,7 +60,6 @@ class _Batch:
     formed: float
     index: int  # formation order; results leave in this order whatever order workers finish in
     outputs: dict[str, Any] = field(default_factory=dict)
-    decoded: list[Decoded] | None = None  # set by an inference worker when workers decode
 
     @property
     def model(self) -> LoadedModel:
@@ -160,7 +159,6 @@ class Pipeline:
         self._finished_at: float | None = None
         self._state = "created"
         self._swapper = Swapper(self)
-        self._decode_in_workers = False
 
     @classmethod
     def from_config(
@@ -237,10 +235,6 @@ class Pipeline:
             stack.callback(model.close)
             if self._workers > 1 and not model.backend.concurrent_infer:
                 self._workers = 1  # e.g. TensorRT: one execution context, one worker
-            # One worker: the post thread decodes while the worker runs the next batch. Several: each
-            # decodes its own (on a GPU one post thread topped out at ~3.4k frames/s for ResNet-50's
-            # top-5, waiting for the GIL between numpy calls; docs/gpu.md).
-            self._decode_in_workers = self._workers > 1
             self._slot = ModelSlot(model)
             for sink in self._sinks:
                 sink.stream_fps = self._stream_fps
@@ -510,37 +504,34 @@ class Pipeline:
                     self._discard(batch)
                     return
                 self._stages["infer"].record(elapsed, len(batch.frames))
-                if self._decode_in_workers and not self._decode(batch):
-                    self._discard(batch)
-                    return
                 if not self._put(self._q_post, batch):
                     self._discard(batch)
                     return
         finally:
             self._put(self._q_post, _END)
 
-    def _decode(self, batch: _Batch) -> bool:
-        """Decode the batch (on an inference worker, or on the post thread with one worker). A model in
-        its health window whose decoder fails is rolled back like one whose inference fails, and the
-        batch re-run with the version serving then. False: the pipeline is aborting."""
+    def _decode(self, batch: _Batch) -> list[Decoded] | None:
+        """Decode the batch (post thread). A model in its health window whose decoder fails is rolled
+        back like one whose inference fails, and the batch re-run with the version serving then.
+        None: the pipeline is aborting."""
         t0 = time.perf_counter()
         try:
-            batch.decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
+            decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         except Exception as exc:
             if not self._swapper.watching(batch.model):
-                self._fail("decode", exc)  # named for the stage, whichever thread ran it
-                return False
+                self._fail("decode", exc)  # reported as the decode stage, with the decoder's error
+                return None
             self._swapper.fail(batch.model, f"decoding failed: {exc}")
             if not self._reprocess(batch):
-                return False
-            batch.decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
+                return None
+            decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         self._stages["postprocess"].record(time.perf_counter() - t0, len(batch.frames))
-        return True
+        return decoded
 
     def _reprocess(self, batch: _Batch) -> bool:
         """Re-run a batch the new model failed on with the version now serving (after the rollback),
-        so its frames still get exactly one result each. Runs on an inference worker, or on the post thread
-        when the new model's decoder failed there."""
+        so its frames still get exactly one result each. Runs on an inference worker, or on the post
+        thread when the new model's decoder failed."""
         from ._preprocess import make_preprocessor
 
         lease = self.slot.lease()
@@ -597,10 +588,10 @@ class Pipeline:
             self._done.set()
 
     def _deliver(self, batch: _Batch) -> None:
-        if batch.decoded is None and not self._decode(batch):
+        decoded = self._decode(batch)
+        if decoded is None:
             return
-        model, decoded = batch.model, batch.decoded
-        assert decoded is not None
+        model = batch.model
         t1 = time.perf_counter()
         for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True)):
             now = time.monotonic()

@@ -193,3 +193,52 @@ def test_sessions_expire_after_their_interval() -> None:
     assert b.expire(now=120.0) == ["drop"]
     assert list(b.sessions) == ["keep"]
     assert b.expire(now=161.0) == ["keep"] and not b.sessions
+
+
+def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: EmbeddedBroker) -> None:
+    """QoS 0 to a client that never reads: the broker drops past MAX_UNREAD_BYTES (and says so) instead
+    of buffering every message, and keeps serving a subscriber that reads."""
+    import psutil
+
+    from edgefleet.cloud._telemetry._embedded_broker import MAX_UNREAD_BYTES
+
+    stuck = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client_id = b"stuck"
+    connect = b"\x00\x04MQTT\x05\x02\x00\x00\x00" + len(client_id).to_bytes(2, "big") + client_id
+    stuck.sendall(bytes([0x10, len(connect)]) + connect)
+    assert stuck.recv(4)[0] >> 4 == 2  # CONNACK
+    subscribe = b"\x00\x01\x00" + b"\x00\x07flood/#" + b"\x00"
+    stuck.sendall(bytes([0x82, len(subscribe)]) + subscribe)
+    time.sleep(0.3)  # SUBACK arrives; from here on this client reads nothing
+    reader, done, codes = _client(mqtt.MQTTv5, broker.port)
+    got: list[bytes] = []
+    reader.on_message = lambda _c, _u, m: got.append(m.payload)
+    pub, pub_done, _ = _client(mqtt.MQTTv5, broker.port)
+    proc = psutil.Process(broker.proc.pid)  # type: ignore[union-attr]
+    try:
+        assert done.wait(5) and pub_done.wait(5) and not codes[0].is_failure  # type: ignore[attr-defined]
+        reader.subscribe("flood/#", qos=0)
+        time.sleep(0.3)
+        before = proc.memory_info().rss
+        payload = b"x" * 16_384
+        sent = 4 * MAX_UNREAD_BYTES // len(payload)  # 32 MiB of QoS 0 for a client that reads none of it
+        for i in range(sent):
+            pub.publish("flood/x", payload, qos=0)
+            if i % 256 == 0:
+                time.sleep(0.01)  # let paho's loop keep up
+        pub.publish("flood/end", b"end", qos=1).wait_for_publish(10)
+        deadline = time.monotonic() + 15
+        while b"end" not in got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b"end" in got  # the reading subscriber is still served
+        grown = proc.memory_info().rss - before
+        assert grown < 2 * MAX_UNREAD_BYTES, f"broker grew by {grown / 2**20:.0f} MiB"
+        log = (broker.workdir / "broker.log").read_text()
+        assert "session stuck: it is not reading: QoS 0" in log
+    finally:
+        stuck.close()
+        reader.disconnect()
+        pub.disconnect()
+        reader.loop_stop()
+        pub.loop_stop()

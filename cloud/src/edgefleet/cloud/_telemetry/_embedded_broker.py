@@ -44,6 +44,10 @@ SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 
 
 MAX_PACKET = 4 * 1024 * 1024
 MAX_QUEUED = 200_000  # QoS 1 messages kept per session while its client is away; the oldest go first
+# Bytes a connected subscriber may leave unread in the broker before its QoS 0 messages are dropped (the
+# specification lets a server drop QoS 0 messages); without it a subscriber that stops reading grows the
+# broker's memory without limit. QoS 1 is bounded by Receive Maximum and MAX_QUEUED instead.
+MAX_UNREAD_BYTES = 8 << 20
 
 # Property identifier -> wire type (MQTT 5.0, 2.2.2.2)
 _BYTE, _U16, _U32, _VARINT, _STR, _BIN, _PAIR = range(7)
@@ -253,6 +257,13 @@ class _Connection:
     def send(self, data: bytes) -> None:
         if not self.closed:
             self.writer.write(data)
+
+    def unread(self) -> int:
+        """Bytes written to this client that it has not taken yet (asyncio's write buffer)."""
+        try:
+            return int(self.writer.transport.get_write_buffer_size())
+        except (AttributeError, RuntimeError):
+            return 0
 
     def close(self, reason: int | None = None) -> None:
         if self.closed:
@@ -591,16 +602,25 @@ class EmbeddedBroker:
 
     def _deliver(self, session: _Session, msg: _Message, qos: int, retain: bool) -> None:
         if qos == 0:
-            if session.conn is not None:
-                session.conn.send(self._publish_packet(msg, 0, retain, 0, dup=False))
+            conn = session.conn
+            if conn is None:
+                return
+            if conn.unread() > MAX_UNREAD_BYTES:
+                self._dropped(session, "it is not reading: QoS 0")
+                return
+            conn.send(self._publish_packet(msg, 0, retain, 0, dup=False))
             return
         if len(session.pending) >= MAX_QUEUED:
             session.pending.popleft()
-            session.dropped += 1
-            if session.dropped in (1, 1000) or session.dropped % 100_000 == 0:
-                _log.warning("session %s: queue full, %d messages dropped", session.client_id, session.dropped)
+            self._dropped(session, "queue full")
         session.pending.append((msg, qos, retain))
         self._pump(session)
+
+    @staticmethod
+    def _dropped(session: _Session, why: str) -> None:
+        session.dropped += 1
+        if session.dropped in (1, 1000) or session.dropped % 100_000 == 0:
+            _log.warning("session %s: %s, %d messages dropped", session.client_id, why, session.dropped)
 
     def _pump(self, session: _Session) -> None:
         conn = session.conn

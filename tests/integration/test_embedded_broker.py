@@ -222,7 +222,7 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
         time.sleep(0.3)
         before = proc.memory_info().rss
         payload = b"x" * 16_384
-        sent = 4 * MAX_UNREAD_BYTES // len(payload)  # 32 MiB of QoS 0 for a client that reads none of it
+        sent = 8 * MAX_UNREAD_BYTES // len(payload)  # 64 MiB of QoS 0 for a client that reads none of it
         for i in range(sent):
             pub.publish("flood/x", payload, qos=0)
             if i % 256 == 0:
@@ -232,8 +232,10 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
         while b"end" not in got and time.monotonic() < deadline:
             time.sleep(0.05)
         assert b"end" in got  # the reading subscriber is still served
+        # Bounded: up to MAX_UNREAD_BYTES for the stuck client, as much again for the reading one when it
+        # lags, plus the interpreter's churn: 8-25 MiB seen on a 2-core machine, 72-77 MiB without the bound.
         grown = proc.memory_info().rss - before
-        assert grown < 2 * MAX_UNREAD_BYTES, f"broker grew by {grown / 2**20:.0f} MiB"
+        assert grown < 5 * MAX_UNREAD_BYTES, f"broker grew by {grown / 2**20:.0f} MiB"
         log = (broker.workdir / "broker.log").read_text()
         assert "session stuck: it is not reading: QoS 0" in log
     finally:

@@ -278,6 +278,20 @@ def test_migrations_are_versioned_and_idempotent(db_url: str) -> None:
         engine.dispose()
 
 
+def test_a_database_migrated_by_a_newer_release_is_refused(db_url: str) -> None:
+    """An older replica must not serve from a schema it does not know (it would misread the newer rows)."""
+
+    engine = create_engine(db_url)
+    try:
+        newest = migrate(engine, lambda: 0.0)
+        with engine.begin() as c:
+            c.execute(sa.insert(tables["schema_version"]).values(version=newest + 1, applied_at=0.0))
+        with pytest.raises(DatabaseError, match=rf"schema version {newest + 1}, newer than this controller knows"):
+            migrate(engine, lambda: 0.0)
+    finally:
+        engine.dispose()
+
+
 def test_a_v3_database_keeps_its_telemetry_and_stores_binary_payloads_after_v4_and_v5(db_url: str) -> None:
     from edgefleet.cloud._telemetry import TelemetryStore, parse_message
     from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp

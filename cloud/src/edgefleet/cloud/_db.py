@@ -200,13 +200,21 @@ def schema_version(conn: Connection) -> int:
 
 
 def migrate(engine: Engine, now: Callable[[], float]) -> int:
-    """Apply every migration not applied yet; returns the schema version. Safe for concurrent replicas."""
+    """Apply every migration not applied yet; returns the schema version. Safe for concurrent replicas.
+    A database a newer release has migrated further is refused: this build would misread what that
+    release writes (e.g. telemetry stored as protobuf since version 4)."""
     try:
         with engine.begin() as conn:
             if engine.dialect.name == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7461023)"))
             metadata.create_all(conn, tables=[schema_version_table])
             current = schema_version(conn)
+            known = MIGRATIONS[-1][0]
+            if current > known:
+                raise DatabaseError(
+                    f"the database is at schema version {current}, newer than this controller knows ({known}): "
+                    "a newer release has migrated it; run that release (every replica on it) or newer"
+                )
             for version, title, fn in MIGRATIONS:
                 if version <= current:
                     continue

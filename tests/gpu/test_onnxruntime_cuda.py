@@ -10,6 +10,7 @@ import pytest
 
 from edgefleet.sdk import OnnxRuntimeConfig, Pipeline, load_package
 from edgefleet.sdk._model import load_model
+from edgefleet.sdk._sparse import CandidateFilter
 
 pytestmark = pytest.mark.gpu
 
@@ -104,7 +105,9 @@ def test_gpu_candidate_filter_gives_cpu_detections(ort_cuda: str, tmp_path: Path
     gpu = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=2, warmup=False)
     # the toy model has few anchors: force a 4-column filter so it engages (3 boxes pass the threshold)
     out = gpu.backend.outputs[0]  # type: ignore[attr-defined]
-    assert gpu.backend.filter_candidates(out.name, out.shape[1] - 4, 0.25, capacity=4)  # type: ignore[attr-defined]
+    assert gpu.backend.filter_candidates(
+        CandidateFilter(out.name, 0.25, "channels_first", out.shape[1] - 4, capacity=4)
+    )
     frames = [np.full((48, 64, 3), 90, np.uint8), np.full((64, 64, 3), 30, np.uint8)]
     got = _run_model(gpu, frames)
     cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=2, warmup=False)
@@ -151,7 +154,7 @@ def test_symbolic_output_dims_are_learned_then_bound_and_filtered(ort_cuda: str,
     gpu = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=2, warmup=False, buffers=1)
     out = gpu.backend.outputs[0]  # type: ignore[attr-defined]
     assert out.shape[2] <= 0  # unknown to ORT before a run
-    assert gpu.backend.filter_candidates(out.name, len(pkg.labels), 0.25, capacity=4)  # type: ignore[attr-defined]
+    assert gpu.backend.filter_candidates(CandidateFilter(out.name, 0.25, "channels_first", len(pkg.labels), capacity=4))
     cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=2, warmup=False)
     frames = [np.full((48, 64, 3), 90, np.uint8), np.full((64, 64, 3), 30, np.uint8)]
     want = _run_model(cpu, frames)

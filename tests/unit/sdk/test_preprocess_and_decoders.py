@@ -350,8 +350,9 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: 
     ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
     want = dec.decode(outs, ts)
     sparse: dict[str, object] = {}
-    for cls_name, reg_name in dec.level_outputs():
-        data, index = _candidates(outs[cls_name], 1, dec.p.score_threshold)
+    for f in dec.candidate_filters():  # what the GPU filter does, on the host
+        cls_name, reg_name = f.output, str(f.companion)
+        data, index = _candidates(outs[cls_name], 1, f.threshold)
         reg = np.zeros((n, index.shape[1], outs[reg_name].shape[2]), np.float32)
         for i in range(n):
             k = index[i][index[i] >= 0]
@@ -403,3 +404,35 @@ def test_blocked_nms_keeps_exactly_what_the_simple_loop_keeps(n: int) -> None:
             want = nms_simple(boxes, scores, classes, iou, limit)
             got = nms(boxes, scores, classes, iou, limit)
             assert got.tolist() == want.tolist(), (trial, iou, limit)
+
+
+def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
+    nanodet: Path, toy_models: dict[str, Path]
+) -> None:
+    """The decoder says which outputs may be thresholded on the device (with its own threshold); a
+    backend without a GPU filter (here ONNX Runtime on the CPU) declines and keeps the full tensors."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder, YoloDecoder
+    from edgefleet.sdk._sparse import CandidateFilter
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    nano = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    t, cp, rp = nano.p.score_threshold, nano.p.cls_prefix, nano.p.reg_prefix
+    want = [CandidateFilter(f"{cp}{s}", t, "rows", companion=f"{rp}{s}") for s in nano.p.strides]
+    assert nano.candidate_filters() == want and len(want) == 3 and {w.output for w in want} <= set(names)
+    yolo_pkg = load_package(toy_models["yolo"])
+    yolo = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    (f,) = yolo.candidate_filters()
+    assert (f.output, f.layout, f.classes, f.threshold) == (
+        "output0",
+        "channels_first",
+        len(yolo_pkg.labels),
+        yolo.p.score_threshold,
+    )
+    model = load_model(yolo_pkg, max_batch=2)
+    try:
+        assert not model.backend.filter_candidates(f)
+        buf = model.acquire_buffer(1.0)
+        assert buf is not None and type(model.backend.infer(buf, 1)["output0"]) is np.ndarray
+    finally:
+        model.close()

@@ -61,7 +61,6 @@ def _mode_raw(model: Path, source: Path, frames: int, batch: int, device: str) -
         _backend_for_workers(cfg, workers),
         device=device,
         max_batch=batch,
-        buffers=2 + workers,
         workers=workers,
     )
     if not m.backend.concurrent_infer:

@@ -117,13 +117,14 @@ def load_model(
     device: str = "cpu",
     max_batch: int = 1,
     overrides: dict[str, float] | None = None,
-    buffers: int = 3,
+    buffers: int | None = None,
     warmup: bool = True,
     copies: CopyCounter | None = None,
     workers: int = 1,
 ) -> LoadedModel:
     """Load, check against the manifest, build the decoder and preallocate input buffers.
-    ``workers``: threads that will run inference at once (ONNX Runtime on a GPU gives each a lane)."""
+    ``workers``: threads that will run inference at once (ONNX Runtime on a GPU gives each a lane);
+    ``buffers``: input buffers, by default two to fill while each worker has one in flight."""
     manifest = package.manifest
     backend = create_backend(backend_config or OnnxRuntimeConfig(), device)
     backend.workers = workers
@@ -147,11 +148,12 @@ def load_model(
             )
         )
         pool: queue.Queue[InputBuffer] = queue.Queue()
-        allocated = [backend.allocate_input(batch) for _ in range(max(2, buffers))]
+        allocated = [backend.allocate_input(batch) for _ in range(max(2, 2 + workers if buffers is None else buffers))]
         for buf in allocated:
             pool.put_nowait(buf)
         preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)
-        _gpu_candidates(backend, decoder)
+        for f in decoder.candidate_filters():  # detectors on a GPU: only the candidates come back
+            backend.filter_candidates(f)
         model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
         if warmup:
             buf = pool.get_nowait()
@@ -163,17 +165,6 @@ def load_model(
     except BaseException:
         backend.close()
         raise
-
-
-def _gpu_candidates(backend: Backend, decoder: Decoder) -> None:
-    """Detectors on a GPU backend: threshold on the GPU, only the candidates come back."""
-    from ._decoders._detection import NanoDetDecoder, YoloDecoder
-
-    if isinstance(decoder, YoloDecoder) and hasattr(backend, "filter_candidates"):
-        backend.filter_candidates(decoder.output, len(decoder.ctx.labels), decoder.p.score_threshold)
-    elif isinstance(decoder, NanoDetDecoder) and hasattr(backend, "filter_candidate_rows"):
-        for scores, boxes in decoder.level_outputs():
-            backend.filter_candidate_rows(scores, boxes, decoder.p.score_threshold)
 
 
 class ModelLease:

@@ -229,7 +229,6 @@ class Pipeline:
                 max_batch=self._max_batch,
                 overrides=self.overrides,
                 copies=self.copies,
-                buffers=2 + self._workers,
                 workers=self._workers,
             )
             stack.callback(model.close)

@@ -10,11 +10,29 @@ left-out anchors zeroed, which no score threshold >= 0 keeps.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["CandidateRows"]
+__all__ = ["CandidateFilter", "CandidateRows"]
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """What a decoder asks a GPU backend to do to one output: threshold it on the device and copy back
+    only the anchors that pass, as :class:`CandidateRows` (at most ``capacity`` per frame; a frame with
+    more gets the whole tensor).
+
+    ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
+    class score, with an optional ``companion`` (N, A, R) gathered for the same anchors."""
+
+    output: str
+    threshold: float
+    layout: Literal["channels_first", "rows"]
+    classes: int = 0
+    companion: str | None = None
+    capacity: int = 1024
 
 
 class CandidateRows:

@@ -206,7 +206,6 @@ class Swapper:
                     overrides=self.p.overrides,
                     warmup=False,
                     copies=self.p.copies,
-                    buffers=2 + self.p.infer_workers,
                     workers=self.p.infer_workers,
                 )
             except EdgefleetError as exc:

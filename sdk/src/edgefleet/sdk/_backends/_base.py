@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._sparse import CandidateFilter
+
 __all__ = ["Backend", "InputBuffer", "TensorSpec"]
 
 
@@ -87,6 +89,11 @@ class Backend(ABC):
         """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each. A detector
         output the GPU candidate filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows`
         instead (``np.asarray`` turns it into the full array)."""
+
+    def filter_candidates(self, f: CandidateFilter) -> bool:
+        """Threshold output ``f.output`` on the device from now on (see :class:`CandidateFilter`).
+        False where this backend cannot: the default (CPU backends; TensorRT so far)."""
+        return False
 
     def warmup(self, buffer: InputBuffer, n: int = 1, iterations: int = 3) -> float:
         """Run ``iterations`` inferences on the buffer's current contents; returns the mean ms of the runs

@@ -16,15 +16,16 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from .._config import OnnxRuntimeConfig
 from .._errors import BackendError, BackendUnavailableError
+from .._sparse import CandidateFilter
 from ._base import Backend, InputBuffer, TensorSpec
 
-__all__ = ["CandidateFilter", "OnnxRuntimeBackend"]
+__all__ = ["OnnxRuntimeBackend"]
 
 _log = logging.getLogger(__name__)
 _DTYPES = {
@@ -59,21 +60,6 @@ def _tensorrt_libs() -> bool:
     except OSError:
         return False
     return True
-
-
-@dataclass(frozen=True)
-class CandidateFilter:
-    """Threshold a detector output on the GPU and copy back only the anchors that pass (``_ort_cuda``).
-
-    ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
-    class score, with an optional ``companion`` (N, A, R) gathered for the same anchors."""
-
-    output: str
-    threshold: float
-    capacity: int
-    layout: Literal["channels_first", "rows"]
-    classes: int = 0
-    companion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +236,7 @@ class OnnxRuntimeBackend(Backend):
     def lane(self) -> Lane:
         """The calling thread's lane: taken round-robin on its first run, then kept."""
         lane: Lane | None = getattr(self._thread_lane, "lane", None)
-        if lane is None or lane.index >= len(self.lanes) or self.lanes[lane.index] is not lane:
+        if lane is None:
             with self._lane_lock:
                 lane = self.lanes[self._next_lane % len(self.lanes)]
                 self._next_lane += 1
@@ -325,26 +311,19 @@ class OnnxRuntimeBackend(Backend):
             raise BackendError("this input buffer was not allocated by this backend")
         return binding.run(n)
 
-    def filter_candidates(self, output: str, num_classes: int, threshold: float, capacity: int = 1024) -> bool:
-        """Ultralytics-layout output (N, 4 + C, A): keep only anchors whose best score passes
-        ``threshold`` on the GPU, so at most ``capacity`` columns per frame come back (the full tensor
-        when a frame has more). Returns False where it does not apply (CPU, other layouts)."""
-        spec = next((o for o in self.outputs if o.name == output), None)
-        if not self._on_device or spec is None or len(spec.shape) != 3 or spec.shape[1] not in (-1, 4 + num_classes):
-            return False  # (exporters often leave dimensions symbolic: those are checked on each run)
-        if spec.shape[2] > 0 and spec.shape[2] <= capacity:
-            return False  # nothing to gain
-        self._candidates[output] = CandidateFilter(output, float(threshold), capacity, "channels_first", num_classes)
-        return True
-
-    def filter_candidate_rows(self, scores: str, companion: str | None, threshold: float, capacity: int = 1024) -> bool:
-        """Anchor-major scores (N, A, C) (NanoDet): keep only the anchors with any score at or above
-        ``threshold`` on the GPU, and the same anchors of ``companion`` (N, A, R) (their box
-        distributions). Returns False where it does not apply (CPU, other shapes)."""
+    def filter_candidates(self, f: CandidateFilter) -> bool:
+        """On device buffers only (``_ort_cuda`` runs the kernels). Shapes exporters leave symbolic are
+        checked again on each run, where a filter that does not fit is skipped."""
         names = {o.name: o for o in self.outputs}
-        if not self._on_device or scores not in names or (companion is not None and companion not in names):
+        spec, comp = names.get(f.output), names.get(f.companion) if f.companion else None
+        if not self._on_device or spec is None or len(spec.shape) != 3 or (f.companion and comp is None):
             return False
-        if len(names[scores].shape) != 3 or (companion is not None and len(names[companion].shape) != 3):
+        if comp is not None and len(comp.shape) != 3:
             return False
-        self._candidates[scores] = CandidateFilter(scores, float(threshold), capacity, "rows", companion=companion)
+        if f.layout == "channels_first":
+            if spec.shape[1] not in (-1, 4 + f.classes):
+                return False
+            if 0 < spec.shape[2] <= f.capacity:
+                return False  # nothing to gain
+        self._candidates[f.output] = f
         return True

@@ -27,10 +27,10 @@ from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
-from .._sparse import CandidateRows
+from .._sparse import CandidateFilter, CandidateRows
 
 if TYPE_CHECKING:
-    from ._onnxruntime import CandidateFilter, Lane, OnnxRuntimeBackend
+    from ._onnxruntime import Lane, OnnxRuntimeBackend
 
 __all__ = ["DeviceBinding"]
 

@@ -15,6 +15,7 @@ from .._errors import DecoderError
 from .._manifest import Manifest, format_validation_error
 from .._preprocess import Transform
 from .._results import Classification, Detection
+from .._sparse import CandidateFilter
 
 __all__ = [
     "DecodeContext",
@@ -74,6 +75,11 @@ class Decoder(ABC):
     @abstractmethod
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         """``outputs`` hold exactly ``len(transforms)`` rows; boxes must come back in source pixels."""
+
+    def candidate_filters(self) -> list[CandidateFilter]:
+        """Outputs a GPU backend may threshold on the device (``decode`` then also gets
+        :class:`~edgefleet.sdk._sparse.CandidateRows` for them). None by default."""
+        return []
 
 
 DecoderFactory = Callable[[DecodeContext], Decoder]

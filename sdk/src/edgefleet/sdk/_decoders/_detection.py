@@ -11,7 +11,7 @@ from pydantic import Field
 from .._errors import DecoderError
 from .._preprocess import Transform
 from .._results import Detection
-from .._sparse import CandidateRows
+from .._sparse import CandidateFilter, CandidateRows
 from ._base import DecodeContext, Decoded, Decoder, DecoderParams
 from ._nms import nms
 
@@ -113,6 +113,10 @@ class YoloDecoder(Decoder):
         if self.output not in ctx.output_names:
             raise DecoderError(f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output")
 
+    def candidate_filters(self) -> list[CandidateFilter]:
+        t = self.p.score_threshold
+        return [CandidateFilter(self.output, t, "channels_first", classes=len(self.ctx.labels))]
+
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         raw = outputs[self.output]
         # GPU-filtered: only the candidate columns, in anchor order (the others cannot pass the threshold)
@@ -176,9 +180,10 @@ class NanoDetDecoder(Decoder):
             self._levels.append((s, cls_name, reg_name, centres))
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
 
-    def level_outputs(self) -> list[tuple[str, str]]:
-        """(class scores, box distributions) output names, one pair per stride."""
-        return [(cls_name, reg_name) for _, cls_name, reg_name, _ in self._levels]
+    def candidate_filters(self) -> list[CandidateFilter]:
+        """Each stride's scores, with its box distributions gathered for the same cells."""
+        t = self.p.score_threshold
+        return [CandidateFilter(cls, t, "rows", companion=reg) for _, cls, reg, _ in self._levels]
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         bins = self.p.reg_max + 1

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._errors import InvalidArgumentError
-from ._store import Row, Store
+from ._store import Row, Store, apply_command
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 
@@ -183,19 +183,7 @@ class RolloutEngine:
         members = [m for m in ro["devices"] if m["wave"] == wave]
         sending = [m for m in members if m["state"] == "pending"]
         if sending:
-            rows = [
-                {
-                    "device_id": m["device_id"],
-                    "model_name": ro["model_name"],
-                    "kind": "apply",
-                    "sha256": ro["sha256"],
-                    "ref": ro["model_ref"],
-                    "command_id": f"{rollout_id}.{m['device_id']}.apply",
-                    "rollout_id": rollout_id,
-                    "health_window_s": window,
-                }
-                for m in sending
-            ]
+            rows = [apply_command(ro, m["device_id"]) for m in sending]
             st.send_wave(rollout_id, rows)
             for m, row in zip(sending, rows, strict=True):
                 m.update(state="applying", command_id=row["command_id"], message="command sent")

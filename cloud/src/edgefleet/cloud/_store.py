@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from ._db import create_engine, desired, devices, migrate, models, rollout_devices, rollouts
 from ._errors import ConflictError, DatabaseError, NotFoundError
 
-__all__ = ["Row", "Store", "effective_labels", "matches"]
+__all__ = ["Row", "Store", "apply_command", "effective_labels", "matches"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,6 +32,20 @@ def effective_labels(row: Mapping[str, Any]) -> dict[str, str]:
         else:
             labels[k] = v
     return labels
+
+
+def apply_command(ro: Mapping[str, Any], device_id: str) -> Row:
+    """The desired-state row that tells ``device_id`` to serve rollout ``ro``'s artifact."""
+    return {
+        "device_id": device_id,
+        "model_name": ro["model_name"],
+        "kind": "apply",
+        "sha256": ro["sha256"],
+        "ref": ro["model_ref"],
+        "command_id": f"{ro['rollout_id']}.{device_id}.apply",
+        "rollout_id": ro["rollout_id"],
+        "health_window_s": float(ro["params"].get("health_window_s", 30.0)),
+    }
 
 
 def matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
@@ -374,7 +388,7 @@ class Store:
                 pipes = dev["pipelines"] or []
                 prev: Row = next((p for p in pipes if str(p.get("model_ref", "")).split(":")[0] == name), {})
                 completed = ro["state"] == "completed"
-                command_id = f"{ro['rollout_id']}.{device_id}.apply"
+                command = apply_command(dict(ro), device_id)
                 c.execute(
                     sa.insert(rollout_devices).values(
                         rollout_id=ro["rollout_id"],
@@ -383,23 +397,13 @@ class Store:
                         state="applying" if completed else "pending",
                         previous_ref=prev.get("model_ref", ""),
                         previous_sha=prev.get("model_sha256", ""),
-                        command_id=command_id if completed else "",
+                        command_id=command["command_id"] if completed else "",
                         swapped_at=0.0,
                         message="joined: its labels match the selector" + ("; command sent" if completed else ""),
                         updated_at=now,
                     )
                 )
                 if completed:
-                    command = {
-                        "device_id": device_id,
-                        "model_name": ro["model_name"],
-                        "kind": "apply",
-                        "sha256": ro["sha256"],
-                        "ref": ro["model_ref"],
-                        "command_id": command_id,
-                        "rollout_id": ro["rollout_id"],
-                        "health_window_s": float(ro["params"].get("health_window_s", 30.0)),
-                    }
                     self._put_desired(c, command, now)
                 joined.append(ro["rollout_id"])
         return joined

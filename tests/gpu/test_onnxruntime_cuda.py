@@ -365,3 +365,73 @@ def test_pipeline_two_inference_workers_on_the_gpu(
         seen[workers] = per
     assert [s for s, _ in seen[2]["a"]] == list(range(40)) and [s for s, _ in seen[2]["b"]] == list(range(40))
     assert seen[2] == seen[1]
+
+
+def _top_k_on_device(logits: np.ndarray, k: int) -> object:
+    """The top-k kernel alone, on ``logits`` uploaded as they are (float32 or float16)."""
+    from edgefleet.sdk._backends._ort_cuda import _TopKPlan
+    from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._runtime import Stream
+
+    arr = DeviceArray.empty(logits.shape, logits.dtype, 0)
+    arr.copy_from_host(np.ascontiguousarray(logits))
+    n = logits.shape[0]
+    out = DeviceArray.empty((n, 2 * k + 2), np.float32, 0)
+    plan = _TopKPlan(CandidateFilter("x", 0.0, "top_k", k=k), arr, int(np.prod(logits.shape[1:])), out, 0)
+    stream = Stream(0)
+    plan.queue(n, stream)
+    stream.synchronize()
+    return plan.finish()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(("columns", "k"), [(1000, 5), (7, 7), (300, 1), (12_000, 64), (1001, 20)])
+def test_top_k_kernel_matches_numpy(gpu: str, dtype: type, columns: int, k: int) -> None:
+    """Largest first, ties to the lower column, the row's log-sum-exp and minimum; a row with a NaN or an
+    infinity has a NaN log-sum-exp (the dense view turns it to NaN for the health checks)."""
+    rng = np.random.default_rng(columns + k)
+    logits = rng.normal(0, 4, (9, columns)).astype(dtype)
+    logits[1] = np.round(logits[1])  # many ties
+    logits[2, columns // 2] = np.nan
+    logits[3, 0] = np.inf
+    logits[4, :] = -np.inf
+    logits[4, columns - 1] = 1.0
+    top = _top_k_on_device(logits, k)
+    flat = logits.astype(np.float32)
+    want_idx = np.argsort(-flat, axis=1, kind="stable")[:, :k]
+    good = [0, 1, 5, 6, 7, 8]
+    np.testing.assert_array_equal(top.index[good], want_idx[good])  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(top.values[good], np.take_along_axis(flat, want_idx, axis=1)[good])  # type: ignore[attr-defined]
+    m = flat[good].max(axis=1)
+    lse = m + np.log(np.exp(flat[good] - m[:, None]).sum(axis=1))
+    np.testing.assert_allclose(top.lse[good], lse, rtol=1e-5, atol=1e-5)  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(top.low[good], flat[good].min(axis=1))  # type: ignore[attr-defined]
+    assert np.isnan(top.lse[[2, 3]]).all()  # type: ignore[attr-defined]
+    assert top.index[4, 0] == columns - 1 and len(set(top.index[4].tolist())) == k  # type: ignore[attr-defined]
+    dense = np.asarray(top)
+    assert dense.shape == logits.shape and np.isnan(dense[[2, 3]]).all() and np.isfinite(dense[good]).all()
+
+
+def test_classifier_top_k_on_the_gpu_gives_cpu_classifications(ort_cuda: str, tmp_path: Path) -> None:
+    """A 1000-class classifier: only each row's top k comes back from the GPU (TopK) and the decoded
+    classes and scores equal the CPU backend's full-logit decode."""
+    from edgefleet.sdk._sparse import TopK
+    from tests.support.onnx_models import classifier_package
+
+    logits = tuple(float(v) for v in np.random.default_rng(1).normal(0, 3, 1000))
+    pkg = load_package(classifier_package(tmp_path / "c", logits=logits))
+    gpu = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False)
+    cpu = load_model(pkg, OnnxRuntimeConfig(), device="cpu", max_batch=4, warmup=False)
+    frames = [np.full((48, 64, 3), 90, np.uint8), np.full((64, 64, 3), 30, np.uint8)]
+    got, want = _run_model(gpu, frames), _run_model(cpu, frames)
+    for g, w in zip(got, want, strict=True):
+        assert [c.class_id for c in g.classifications] == [c.class_id for c in w.classifications]
+        np.testing.assert_allclose(
+            [c.score for c in g.classifications], [c.score for c in w.classifications], rtol=1e-4
+        )
+    buf = gpu.buffers.get_nowait()
+    out = gpu.backend.infer(buf, 2)["logits"]
+    assert isinstance(out, TopK) and out.values.shape == (2, 3)
+    gpu.buffers.put_nowait(buf)
+    gpu.close()
+    cpu.close()

@@ -128,7 +128,7 @@ def bench_raw(rec: Recorder, models: dict[str, Path], batches: list[int], second
                     "images_per_s": round(n * b / dt, 1),
                     "batch_ms_p50": round(float(np.median(lat)) * 1e3, 3),
                     "note": "backend.infer: device input, ORT run_with_iobinding, outputs (detector: GPU-filtered "
-                    "candidates) copied to host",
+                    "candidates; classifier: each row's top k found on the GPU) copied to host",
                 }
             )
             m.close()

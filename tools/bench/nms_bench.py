@@ -1,10 +1,13 @@
-"""Host NMS cost for crowded frames: the blocked NMS the decoders use against the textbook loop, side by
-side on the same candidates (prints one JSON document).
+"""Host NMS cost, side by side on the same candidates (prints one JSON document).
 
     python tools/bench/nms_bench.py [--out FILE]
 
-Candidates: random boxes 4..60 px in a 320 px square (a crowd), scores uniform, 1 or 80 classes; the
-decoders' defaults (IoU 0.45, at most 100 detections, at most 1000 candidates before NMS).
+``frames``: one frame's candidates, random boxes 4..60 px in a 320 px square (a crowd), scores uniform, 1
+or 80 classes, the decoders' defaults (IoU 0.45, at most 100 detections): the textbook loop against
+``nms`` forced onto each of its two ways (all same-class pairs at once, or blocks of 64).
+``batches``: a batch of 32 such frames, one ``nms`` call per frame (how the decoders worked before)
+against one ``nms_groups`` call for the whole batch (how they work now). Every cell checks that the
+results are identical before it times them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgefleet.sdk._decoders._nms import nms, nms_simple
+from edgefleet.sdk._decoders import _nms
+from edgefleet.sdk._decoders._nms import nms, nms_groups, nms_simple
 
 
 def _crowd(rng: np.random.Generator, n: int, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -43,31 +47,63 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
+    default_pairs = _nms._PAIRS_UP_TO
+
+    def forced(limit: int) -> object:
+        def run(*call: object) -> object:
+            _nms._PAIRS_UP_TO = limit
+            try:
+                return nms(*call)  # type: ignore[arg-type]
+            finally:
+                _nms._PAIRS_UP_TO = default_pairs
+
+        return run
+
+    pairs, blocks = forced(1 << 62), forced(0)
     cells = []
     for n in (30, 100, 300, 1000):
         for classes in (1, 80):
             boxes, scores, cls = _crowd(rng, n, classes)
             call = (boxes, scores, cls, 0.45, 100)
             kept = nms(*call)
-            assert kept.tolist() == nms_simple(*call).tolist()
-            simple, blocked = _ms(nms_simple, call, args.repeats), _ms(nms, call, args.repeats)
-            cells.append(
-                {
-                    "candidates": n,
-                    "classes": classes,
-                    "kept": int(kept.size),
-                    "simple_ms": simple,
-                    "blocked_ms": blocked,
-                    "speedup": round(simple / blocked, 2) if blocked else None,
-                }
-            )
+            want = nms_simple(*call).tolist()
+            assert kept.tolist() == want == pairs(*call).tolist() == blocks(*call).tolist()  # type: ignore[attr-defined]
+            simple = _ms(nms_simple, call, args.repeats)
+            cell = {"candidates": n, "classes": classes, "kept": int(kept.size), "simple_ms": simple}
+            for name, fn in (("pairs_ms", pairs), ("blocks_ms", blocks), ("nms_ms", nms)):
+                cell[name] = _ms(fn, call, args.repeats)
+            cell["speedup_nms"] = round(simple / cell["nms_ms"], 2) if cell["nms_ms"] else None
+            cells.append(cell)
+    batches = []
+    for per_frame, classes in ((10, 80), (50, 80), (50, 1), (200, 80), (200, 1)):
+        frames = [_crowd(rng, per_frame, classes) for _ in range(32)]
+        frame = np.repeat(np.arange(32), per_frame)
+        boxes = np.concatenate([f[0] for f in frames])
+        scores = np.concatenate([f[1] for f in frames])
+        groups = frame * classes + np.concatenate([f[2] for f in frames])
+        one = nms_groups(boxes, scores, groups, 0.45)
+        each = np.concatenate([np.isin(np.arange(per_frame), nms(*f, 0.45, 10**6)) for f in frames])
+        assert (one == each).all()
+        loop = _ms(lambda fs=frames: [nms(*f, 0.45, 100) for f in fs], (), args.repeats)
+        whole = _ms(nms_groups, (boxes, scores, groups, 0.45), args.repeats)
+        batches.append(
+            {
+                "frames": 32,
+                "candidates_per_frame": per_frame,
+                "classes": classes,
+                "per_frame_calls_ms": loop,
+                "whole_batch_ms": whole,
+                "speedup": round(loop / whole, 2) if whole else None,
+            }
+        )
     doc = {
         "command": "python tools/bench/nms_bench.py " + " ".join(argv),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "timing": f"best of {args.repeats} per cell",
-        "results": cells,
+        "frames": cells,
+        "batches": batches,
     }
     text = json.dumps(doc, indent=2)
     if args.out:

@@ -142,6 +142,51 @@ def test_classification_top_k(toy_models: dict[str, Path]) -> None:
     assert d.classifications[0].score == pytest.approx(np.exp(3.0) / np.exp([0.1, 3.0, 1.0, -2.0]).sum(), rel=1e-5)
 
 
+def _host_top_k(logits: np.ndarray, k: int) -> object:
+    """What the GPU's top-k kernel returns, computed on the host."""
+    from edgefleet.sdk._sparse import TopK
+
+    flat = logits.reshape(logits.shape[0], -1).astype(np.float32)
+    index = np.argsort(-flat, axis=1, kind="stable")[:, :k].astype(np.int32)
+    m = flat.max(axis=1)
+    lse = m + np.log(np.exp(flat - m[:, None]).sum(axis=1))
+    lse[~np.isfinite(flat).all(axis=1)] = np.nan
+    return TopK(np.take_along_axis(flat, index, axis=1), index, lse, flat.min(axis=1), logits.shape)
+
+
+@pytest.mark.parametrize("softmax", [True, False])
+def test_classification_decoder_gives_the_same_result_from_a_gpu_top_k(
+    toy_models: dict[str, Path], softmax: bool
+) -> None:
+    """The decoder asks for its top k on the device; from those k values and each row's log-sum-exp it
+    gives what it gives from the whole logits, and the dense view keeps shape, top k and non-finite rows."""
+    from edgefleet.sdk._decoders._classification import ClassificationDecoder
+    from edgefleet.sdk._sparse import CandidateFilter
+
+    ctx = _ctx(toy_models["cls"], ("logits",))
+    dec = ClassificationDecoder(DecodeContext({"top_k": 3, "softmax": softmax}, ctx.manifest, ctx.labels, ("logits",)))
+    assert dec.candidate_filters() == [CandidateFilter("logits", 0.0, "top_k", k=3)]
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 3, (6, 4)).astype(np.float32)
+    if not softmax:
+        logits = np.abs(logits) / np.abs(logits).sum(axis=1, keepdims=True)
+    ts = [compute_transform(8, 8, _spec())] * 6
+    want = dec.decode({"logits": logits}, ts)
+    top = _host_top_k(logits, 3)
+    got = dec.decode({"logits": top}, ts)  # type: ignore[dict-item]
+    for g, w in zip(got, want, strict=True):
+        assert [c.class_id for c in g.classifications] == [c.class_id for c in w.classifications]
+        np.testing.assert_allclose(
+            [c.score for c in g.classifications], [c.score for c in w.classifications], rtol=1e-5
+        )
+    dense = np.asarray(top)
+    assert dense.shape == logits.shape
+    np.testing.assert_array_equal(np.argsort(-dense, axis=1, kind="stable")[:, :3], top.index)  # type: ignore[attr-defined]
+    logits[2, 1] = np.nan
+    assert np.isnan(np.asarray(_host_top_k(logits, 3))[2]).all()
+    assert np.isfinite(np.asarray(_host_top_k(logits, 3))[[0, 1, 3, 4, 5]]).all()
+
+
 def test_unknown_decoder_is_a_clear_error(toy_models: dict[str, Path], tmp_path: Path) -> None:
     import shutil
 
@@ -391,10 +436,14 @@ def _crowd(rng: np.random.Generator, n: int, classes: int, ties: bool) -> tuple[
     return boxes, scores, rng.integers(0, classes, n)
 
 
+@pytest.mark.parametrize("path", ["pairs", "blocks"])
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 200, 1000])
-def test_blocked_nms_keeps_exactly_what_the_simple_loop_keeps(n: int) -> None:
+def test_nms_keeps_exactly_what_the_simple_loop_keeps(n: int, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgefleet.sdk._decoders import _nms
     from edgefleet.sdk._decoders._nms import nms_simple
 
+    if path == "blocks":
+        monkeypatch.setattr(_nms, "_PAIRS_UP_TO", 0)  # what a crowded batch gets
     rng = np.random.default_rng(n)
     for trial in range(12):
         boxes, scores, classes = _crowd(rng, n, 1 + trial % 4 * 20, ties=trial % 2 == 0)
@@ -404,6 +453,47 @@ def test_blocked_nms_keeps_exactly_what_the_simple_loop_keeps(n: int) -> None:
             want = nms_simple(boxes, scores, classes, iou, limit)
             got = nms(boxes, scores, classes, iou, limit)
             assert got.tolist() == want.tolist(), (trial, iou, limit)
+
+
+@pytest.mark.parametrize("path", ["pairs", "blocks"])
+def test_whole_batch_detection_finish_equals_frame_by_frame(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoders finish a batch's candidates in one pass (class filter, each frame's pre-NMS top k,
+    NMS per frame and class, each frame's max_detections, source pixels); that gives, frame by frame,
+    exactly what the textbook loop over each frame alone gives."""
+    from edgefleet.sdk._decoders import _nms
+    from edgefleet.sdk._decoders._detection import _DetectionParams, _per_frame
+    from edgefleet.sdk._decoders._nms import nms_simple
+    from edgefleet.sdk._results import Detection
+
+    if path == "blocks":
+        monkeypatch.setattr(_nms, "_PAIRS_UP_TO", 0)
+    rng = np.random.default_rng(11)
+    labels = tuple(f"c{i}" for i in range(6))
+    ctx = DecodeContext({}, None, labels, ("x",))  # type: ignore[arg-type]
+    n = 7
+    transforms = [compute_transform(320 + 64 * i, 240 + 32 * i, _spec()) for i in range(n)]
+    counts = [0, 40, 3, 150, 1, 90, 60]
+    frame = np.repeat(np.arange(n), counts)
+    boxes, scores, classes = _crowd(rng, frame.size, len(labels), ties=True)
+    keep_mask = np.array([True, True, False, True, True, True])
+    for pre_top, max_det, keep in ((1000, 100, None), (50, 10, None), (1000, 5, keep_mask)):
+        p = _DetectionParams(iou_threshold=0.45, pre_nms_top_k=pre_top, max_detections=max_det)
+        got = _per_frame(ctx, p, keep, frame, boxes, scores, classes, transforms)
+        for i, t in enumerate(transforms):
+            m = frame == i
+            if keep is not None:
+                m &= keep[classes]
+            b, sc, c = boxes[m], scores[m], classes[m]
+            top = np.argsort(-sc, kind="stable")[:pre_top]
+            b, sc, c = b[top], sc[top], c[top]
+            kept = nms_simple(b, sc, c, 0.45, max_det)
+            src = t.to_source(b[kept])
+            want = tuple(
+                Detection(tuple(float(v) for v in bx), float(s), int(k), labels[int(k)])  # type: ignore[arg-type]
+                for bx, s, k in zip(src, sc[kept], c[kept], strict=True)
+            )
+            assert got[i].detections == want, (pre_top, max_det, i)
+        assert sum(len(d.detections) for d in got) > 20
 
 
 def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(

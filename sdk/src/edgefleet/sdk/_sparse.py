@@ -1,4 +1,4 @@
-"""Detector outputs of which only the candidates came back from the GPU.
+"""Model outputs of which only the part a decoder needs came back from the GPU.
 
 A GPU backend can threshold a detector's class scores on the device and copy back only the anchors
 (YOLO columns, NanoDet cells) whose best score passes: a few hundred kilobytes instead of tens of
@@ -6,6 +6,9 @@ megabytes per batch, and no host pass over every score. :class:`CandidateRows` c
 with their indices. Decoders that know it read ``data`` and ``index``; anything else (the hot-swap gate,
 health checks, raw outputs) gets the dense tensor of the declared shape from ``np.asarray``, with the
 left-out anchors zeroed, which no score threshold >= 0 keeps.
+
+A classifier's (N, C) output needs only its top k per row: :class:`TopK` carries those values, their
+columns and each row's log-sum-exp (so a softmax of the k values needs nothing else).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["CandidateFilter", "CandidateRows"]
+__all__ = ["CandidateFilter", "CandidateRows", "TopK"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +28,17 @@ class CandidateFilter:
     more gets the whole tensor).
 
     ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
-    class score, with an optional ``companion`` (N, A, R) gathered for the same anchors."""
+    class score, with an optional ``companion`` (N, A, R) gathered for the same anchors. ``top_k``: a
+    classifier's (N, C) output (any trailing shape whose product is C); the ``k`` largest values of each
+    row come back as :class:`TopK` (``threshold`` is not used)."""
 
     output: str
     threshold: float
-    layout: Literal["channels_first", "rows"]
+    layout: Literal["channels_first", "rows", "top_k"]
     classes: int = 0
     companion: str | None = None
     capacity: int = 1024
+    k: int = 0
 
 
 class CandidateRows:
@@ -76,3 +82,50 @@ class CandidateRows:
 
     def __repr__(self) -> str:
         return f"CandidateRows(shape={self.shape}, kept={self.counts().tolist()})"
+
+
+class TopK:
+    """The ``k`` largest values of each row of an output of logical shape ``shape`` (N, ...), rows
+    flattened to C columns.
+
+    ``values`` (N, k) float32, largest first (ties: lower column first); ``index`` (N, k) int32 their
+    columns; ``lse`` (N,) each row's log-sum-exp (``exp(values - lse[:, None])`` is the softmax of those
+    values over the whole row), NaN for a row holding a NaN or an infinity; ``low`` (N,) each row's
+    minimum. ``np.asarray`` gives a dense array of ``shape``: the k values in place, every other column
+    at the row's minimum (so the top k and their order are unchanged), NaN across a row marked bad.
+    """
+
+    __slots__ = ("index", "low", "lse", "shape", "values")
+
+    def __init__(
+        self, values: np.ndarray, index: np.ndarray, lse: np.ndarray, low: np.ndarray, shape: tuple[int, ...]
+    ) -> None:
+        n = shape[0] if shape else -1
+        if values.ndim != 2 or index.shape != values.shape or values.shape[0] != n or lse.shape != (n,):
+            raise ValueError(f"inconsistent top k: values {values.shape}, index {index.shape}, shape {shape}")
+        self.values, self.index, self.lse, self.low, self.shape = values, index, lse, low, shape
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        n = self.shape[0]
+        c = int(np.prod(self.shape[1:])) if len(self.shape) > 1 else 1
+        out = np.repeat(self.low.astype(np.float32)[:, None], c, axis=1)
+        np.put_along_axis(out, self.index.astype(np.int64), self.values, axis=1)
+        out[~np.isfinite(self.lse)] = np.nan
+        out = out.reshape(n, *self.shape[1:])
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)):  # one row (``Result.raw``): densify only that one
+            i = int(key) % max(1, self.shape[0])
+            row = TopK(
+                self.values[i : i + 1],
+                self.index[i : i + 1],
+                self.lse[i : i + 1],
+                self.low[i : i + 1],
+                (1, *self.shape[1:]),
+            )
+            return np.asarray(row)[0]
+        return np.asarray(self)[key]
+
+    def __repr__(self) -> str:
+        return f"TopK(shape={self.shape}, k={self.values.shape[1]})"

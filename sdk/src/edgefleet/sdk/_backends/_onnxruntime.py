@@ -316,6 +316,8 @@ class OnnxRuntimeBackend(Backend):
         checked again on each run, where a filter that does not fit is skipped."""
         names = {o.name: o for o in self.outputs}
         spec, comp = names.get(f.output), names.get(f.companion) if f.companion else None
+        if f.layout == "top_k":
+            return self._filter_top_k(f, spec)
         if not self._on_device or spec is None or len(spec.shape) != 3 or (f.companion and comp is None):
             return False
         if comp is not None and len(comp.shape) != 3:
@@ -325,5 +327,16 @@ class OnnxRuntimeBackend(Backend):
                 return False
             if 0 < spec.shape[2] <= f.capacity:
                 return False  # nothing to gain
+        self._candidates[f.output] = f
+        return True
+
+    def _filter_top_k(self, f: CandidateFilter, spec: TensorSpec | None) -> bool:
+        from ._ort_cuda import TOP_K_MAX, TOP_K_MAX_COLUMNS
+
+        if not self._on_device or spec is None or len(spec.shape) < 2 or not 0 < f.k <= TOP_K_MAX:
+            return False
+        dims = spec.shape[1:]
+        if all(d > 0 for d in dims) and not f.k <= int(np.prod(dims)) <= TOP_K_MAX_COLUMNS:
+            return False
         self._candidates[f.output] = f
         return True

@@ -3,7 +3,8 @@ device.
 
 The preprocessing kernel writes into ``DeviceBinding.input``; :meth:`DeviceBinding.run` binds the input,
 runs ORT on the calling worker's lane (its session and CUDA stream), and copies the outputs' first ``n``
-rows to fresh host arrays (or, for a detector whose candidate filter is on, only the candidates). By
+rows to fresh host arrays (or, for a detector whose candidate filter is on, only the candidates; for a
+classifier, only each row's top k). By
 default every run uses the buffer's full capacity (``pad_batch``): the CUDA EP re-plans its convolutions on
 every change of input shape (measured on an H200, YOLOv8n at batch <= 8: 4.8 ms per run at one shape,
 113 ms when the batch size varies). With CUDA graphs every run also keeps the same addresses, one graph
@@ -27,12 +28,15 @@ from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
-from .._sparse import CandidateFilter, CandidateRows
+from .._sparse import CandidateFilter, CandidateRows, TopK
 
 if TYPE_CHECKING:
     from ._onnxruntime import Lane, OnnxRuntimeBackend
 
-__all__ = ["DeviceBinding"]
+__all__ = ["DeviceBinding", "TOP_K_MAX", "TOP_K_MAX_COLUMNS"]
+
+TOP_K_MAX = 64  # k rounds of a block-wide arg-max: fine for a handful, not for hundreds
+TOP_K_MAX_COLUMNS = 12_000  # the row is held in shared memory (48 KiB without opting in to more)
 
 
 def _error(exc: Exception) -> BackendError:
@@ -71,6 +75,7 @@ class DeviceBinding:
         if self.graphs:
             self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
         self._cand: dict[str, tuple[DeviceArray, DeviceArray, DeviceArray]] = {}
+        self._top: dict[str, DeviceArray] = {}  # top-k results, packed
         self._counts: DeviceArray | None = None  # (filters, rows) candidate counts of the last run
         self.candidate_counts: np.ndarray | None = None  # per frame, after a filtered run (tests, stats)
 
@@ -163,8 +168,12 @@ class DeviceBinding:
                 )
             result[name] = host
             self._adopt(name, shape, rows)
-        fetches = self._filter([f for f in self.backend._candidates.values() if f.output not in result], n, lane)
-        covered = {name for fetch in fetches for name in fetch.names()}
+        filters = [f for f in self.backend._candidates.values() if f.output not in result]
+        tops = [t for t in (self._top_k(f) for f in filters if f.layout == "top_k") if t is not None]
+        for t in tops:
+            t.queue(n, lane.stream)
+        fetches = self._filter([f for f in filters if f.layout != "top_k"], n, lane)
+        covered = {name for fetch in fetches for name in fetch.names()} | {t.f.output for t in tops}
         for name, arr in self.outputs.items():
             if name in result or name in covered or arr is None:
                 continue
@@ -174,7 +183,21 @@ class DeviceBinding:
         check(rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
         for fetch in fetches:
             result.update(fetch.finish())
+        for t in tops:
+            result[t.f.output] = t.finish()
         return {name: result[name] for name in self.outputs}
+
+    def _top_k(self, f: CandidateFilter) -> _TopKPlan | None:
+        arr = self.outputs.get(f.output)
+        if arr is None or arr.ndim < 2:
+            return None
+        columns = int(np.prod(arr.shape[1:]))
+        if not 0 < f.k <= min(TOP_K_MAX, columns) or columns > TOP_K_MAX_COLUMNS:
+            return None
+        out = self._top.get(f.output)
+        if out is None:
+            out = self._top[f.output] = DeviceArray.empty((self.rows, 2 * f.k + 2), np.float32, self.ordinal)
+        return _TopKPlan(f, arr, columns, out, self.ordinal)
 
     def _filter(self, filters: list[CandidateFilter], n: int, lane: Lane) -> list[_Fetch]:
         """Threshold + compaction on the GPU: every filter's kernel, one copy of all counts, one wait,
@@ -351,3 +374,35 @@ class _Fetch:
             comp[stale] = 0
             result[p.f.companion] = CandidateRows(comp, idx, (n, p.anchors, p.comp_width), axis=1)
         return result
+
+
+class _TopKPlan:
+    """A classifier's top k for one run: the kernel and one small copy (values, columns, log-sum-exp
+    and minimum of each row packed in (n, 2k + 2) 32-bit words), queued together; :meth:`finish` once the
+    stream is synchronised."""
+
+    def __init__(self, f: CandidateFilter, arr: DeviceArray, columns: int, out: DeviceArray, ordinal: int) -> None:
+        self.f, self.arr, self.columns, self.out, self.ordinal = f, arr, columns, out, ordinal
+        self._host: np.ndarray | None = None
+
+    def queue(self, n: int, stream: Any) -> None:
+        suffix = "f16" if self.arr.dtype == np.float16 else "f32"
+        kernel(f"ef_top_k_{suffix}", self.ordinal).launch(
+            (n, 1, 1),
+            (256, 1, 1),
+            [(self.arr.ptr, PTR), (self.out.ptr, PTR), (self.columns, I32), (self.f.k, I32)],
+            stream.handle,
+            shared_bytes=self.columns * 4,
+        )
+        rt = cudart()
+        host = np.empty((n, 2 * self.f.k + 2), np.float32)
+        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        check(rt.cudaMemcpyAsync(host.ctypes.data, self.out.ptr, host.nbytes, d2h, stream.raw), "D2H top k")
+        self._host = host
+
+    def finish(self) -> TopK:
+        assert self._host is not None
+        a, k = self._host, self.f.k
+        return TopK(
+            a[:, :k], a[:, k : 2 * k].view(np.int32), a[:, 2 * k], a[:, 2 * k + 1], (a.shape[0], *self.arr.shape[1:])
+        )

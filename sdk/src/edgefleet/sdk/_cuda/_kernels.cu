@@ -9,6 +9,8 @@
 // (N, 4 + C, A): only anchors whose best class score passes the threshold are copied back.
 // ef_candidate_rows: the same for anchor-major scores (N, A, C) (NanoDet), with an optional companion
 // tensor (N, A, R) (its box distributions) gathered for the same anchors.
+// ef_top_k: the K largest values of each row of a classifier's (N, C) output and the row's
+// log-sum-exp, so only (N, K) values come back.
 
 struct Row {                       // 64 bytes, mirrored by _ROW_DTYPE in _preprocess.py
     unsigned long long src;        // BGR/RGB: packed HWC rows; NV12: luma plane
@@ -205,4 +207,96 @@ extern "C" __global__ void ef_candidate_rows_f16(const unsigned short* scores, c
                                                  unsigned short* out, unsigned short* out_comp, int* index,
                                                  int* count, int A, int C, int R, int K, float threshold) {
     candidate_rows<unsigned short>(scores, comp, out, out_comp, index, count, A, C, R, K, threshold);
+}
+
+// in: (N, C). out: (N, 2K + 2) 32-bit words per row, so one copy brings everything back: [0, K) the
+// row's K largest values as float32, largest first (ties: lower index first); [K, 2K) their columns as
+// int32; 2K the row's log-sum-exp (NaN when any value is not finite); 2K + 1 its minimum. One block
+// per row, the row held in shared memory (C floats). Grid: (N), block 256, dynamic shared memory C * 4.
+#define EF_INF __int_as_float(0x7f800000)  // NVRTC compiles without headers: no INFINITY or NAN
+#define EF_NAN __int_as_float(0x7fffffff)
+
+__device__ __forceinline__ void argmax_pair(float& v, int& i, float ov, int oi) {
+    if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
+}
+
+template <typename T>
+__device__ void top_k(const T* __restrict__ in, float* __restrict__ out, int C, int K) {
+    extern __shared__ float row[];
+    __shared__ float red_v[32];
+    __shared__ int red_i[32];
+    __shared__ float red_s[32];
+    __shared__ float red_m[32];
+    const int n = blockIdx.x;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = (blockDim.x + 31) >> 5;
+    const T* src = in + (long long)n * C;
+    float* dst = out + (long long)n * (2 * K + 2);
+    int* dst_index = (int*)(dst + K);
+    float mx = -EF_INF, mn = EF_INF;
+    int bad = 0;
+    for (int c = t; c < C; c += blockDim.x) {
+        float v = load_score(src + c);
+        row[c] = v;
+        bad |= !(fabsf(v) <= 3.402823466e38f);  // NaN or +-inf
+        mx = fmaxf(mx, v);
+        mn = fminf(mn, v);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, off));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+    }
+    if (lane == 0) { red_v[warp] = mx; red_i[warp] = bad; red_m[warp] = mn; }
+    __syncthreads();
+    if (t == 0) {
+        for (int w = 1; w < warps; ++w) {
+            red_v[0] = fmaxf(red_v[0], red_v[w]);
+            red_i[0] |= red_i[w];
+            red_m[0] = fminf(red_m[0], red_m[w]);
+        }
+    }
+    __syncthreads();
+    mx = red_v[0];
+    bad = red_i[0];
+    mn = red_m[0];
+    float sum = 0.f;
+    for (int c = t; c < C; c += blockDim.x) sum += expf(row[c] - mx);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) red_s[warp] = sum;
+    __syncthreads();
+    if (t == 0) {
+        float s = 0.f;
+        for (int w = 0; w < warps; ++w) s += red_s[w];
+        dst[2 * K] = bad ? EF_NAN : mx + logf(s);
+        dst[2 * K + 1] = mn;
+    }
+    // K rounds of a block-wide arg-max (NaN never wins); each winner is taken out of the row
+    for (int k = 0; k < K; ++k) {
+        float bv = -EF_INF;
+        int bi = 0x7fffffff;
+        for (int c = t; c < C; c += blockDim.x) argmax_pair(bv, bi, row[c], c);
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+            argmax_pair(bv, bi, ov, oi);
+        }
+        __syncthreads();  // everyone is past the previous round's reads of red_* and row
+        if (lane == 0) { red_v[warp] = bv; red_i[warp] = bi; }
+        __syncthreads();
+        if (t == 0) {
+            float v = red_v[0];
+            int i = red_i[0];
+            for (int w = 1; w < warps; ++w) argmax_pair(v, i, red_v[w], red_i[w]);
+            if (i == 0x7fffffff) { i = k; v = EF_NAN; }  // nothing left but NaNs (the row is marked bad)
+            dst[k] = v;
+            dst_index[k] = i;
+            if (i < C) row[i] = EF_NAN;  // taken: NaN never wins a comparison
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void ef_top_k_f32(const float* in, float* out, int C, int K) { top_k<float>(in, out, C, K); }
+extern "C" __global__ void ef_top_k_f16(const unsigned short* in, float* out, int C, int K) {
+    top_k<unsigned short>(in, out, C, K);
 }

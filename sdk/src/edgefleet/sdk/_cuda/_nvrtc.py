@@ -75,12 +75,13 @@ class Kernel:
         block: tuple[int, int, int],
         args: list[tuple[Any, Any]],
         stream: int,
+        shared_bytes: int = 0,
     ) -> None:
         drv = driver()
         values = tuple(v for v, _ in args)
         types = tuple(t for _, t in args)
         check(
-            drv.cuLaunchKernel(self._fn, *grid, *block, 0, drv.CUstream(stream), (values, types), 0),
+            drv.cuLaunchKernel(self._fn, *grid, *block, shared_bytes, drv.CUstream(stream), (values, types), 0),
             f"cuLaunchKernel({self.name})",
         )
 

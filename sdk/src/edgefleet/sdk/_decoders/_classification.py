@@ -1,4 +1,10 @@
-"""Classification (top-k) and the raw pass-through decoder."""
+"""Classification (top-k) and the raw pass-through decoder.
+
+On a GPU backend the classification decoder asks for each row's top k to be found on the device
+(:class:`~edgefleet.sdk._sparse.TopK`): k values and the row's log-sum-exp come back instead of every
+logit, and the host's part is a few small arrays (no pass over the batch's (N, C) scores, which would
+also release and re-take the GIL several times a batch while the sources' threads compete for it).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from pydantic import Field
 from .._errors import DecoderError
 from .._preprocess import Transform
 from .._results import Classification
+from .._sparse import CandidateFilter, TopK
 from ._base import DecodeContext, Decoded, Decoder, DecoderParams
 
 __all__ = ["ClassificationDecoder", "RawDecoder"]
@@ -30,8 +37,18 @@ class ClassificationDecoder(Decoder):
         if self.output not in ctx.output_names:
             raise DecoderError(f"{ctx.manifest.ref}: classification output {self.output!r} is not a model output")
 
+    def candidate_filters(self) -> list[CandidateFilter]:
+        """The top k of each row, found on the GPU."""
+        return [CandidateFilter(self.output, self.p.score_threshold, "top_k", k=self.p.top_k)]
+
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
-        logits = np.asarray(outputs[self.output], dtype=np.float32).reshape(len(transforms), -1)
+        raw = outputs[self.output]
+        if isinstance(raw, TopK):  # found on the GPU: largest first, with each row's log-sum-exp
+            if raw.values.shape != (len(transforms), self.p.top_k):
+                raise DecoderError(f"top k of shape {raw.values.shape}, expected ({len(transforms)}, {self.p.top_k})")
+            scores = np.exp(raw.values - raw.lse[:, None]) if self.p.softmax else raw.values
+            return self._records(raw.index, scores)
+        logits = np.asarray(raw, dtype=np.float32).reshape(len(transforms), -1)
         if self.p.softmax:
             e = np.exp(logits - logits.max(axis=1, keepdims=True))
             probs = e / e.sum(axis=1, keepdims=True)
@@ -41,7 +58,9 @@ class ClassificationDecoder(Decoder):
         top = np.argpartition(-probs, k - 1, axis=1)[:, :k]  # the whole batch at once
         order = np.argsort(-np.take_along_axis(probs, top, axis=1), axis=1, kind="stable")
         top = np.take_along_axis(top, order, axis=1)
-        scores = np.take_along_axis(probs, top, axis=1)
+        return self._records(top, np.take_along_axis(probs, top, axis=1))
+
+    def _records(self, top: np.ndarray, scores: np.ndarray) -> list[Decoded]:
         label, threshold = self.ctx.label, self.p.score_threshold
         return [
             Decoded(

@@ -20,7 +20,7 @@ what it measured):
 Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
-CUDA stream).
+CUDA stream), --decode-processes 0,2 (every pipeline and density cell once per count).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1]}  # command-line options
+# command-line options
+_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1], "decode_processes": [0]}
 
 
 def _env() -> dict[str, Any]:
@@ -231,7 +232,14 @@ def bench_naive(rec: Recorder, models: dict[str, Path], clip: Path, batches: lis
 
 
 def _read_frames(
-    src: Any, per: int, counts: list[int], i: int, errors: list[str], start: Any, opened: list[float]
+    src: Any,
+    per: int,
+    counts: list[int],
+    i: int,
+    errors: list[str],
+    start: Any,
+    opened: list[float],
+    stamps: list[list[float]],
 ) -> None:
     """Open (timed on its own), wait for every stream to be open, then read ``per`` frames."""
     from edgefleet.sdk._frames import frame_allocator
@@ -249,6 +257,7 @@ def _read_frames(
             if src.read(slots[counts[i] % 2]) is None:
                 break
             counts[i] += 1
+            stamps[i].append(time.perf_counter())
     except Exception as exc:  # recorded, not raised: one cell must not end the suite
         errors.append(f"{type(exc).__name__}: {exc}")
     finally:
@@ -263,7 +272,9 @@ def _uri(clip: Path, decoder: str) -> str:
 # --- decode ceiling --------------------------------------------------------------------------------
 def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[str], frames_total: int) -> None:
     """S threads each decode their own copy of the clip; the clock starts once every source is open
-    (opening NVDEC sessions takes tens of ms each and is reported apart)."""
+    (opening NVDEC sessions takes tens of ms each and is reported apart). ``steady_fps``: frames read while
+    every stream runs (the first stream to end closes its session, which stalls the others), the same
+    window as the pipeline suite's figure."""
     import threading
 
     from edgefleet.sdk._sources import create_source, parse_source
@@ -276,9 +287,10 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
             counts = [0] * s
             opened = [0.0] * s
             errors: list[str] = []
+            stamps: list[list[float]] = [[] for _ in range(s)]
             start = threading.Barrier(s + 1)
             threads = [
-                threading.Thread(target=_read_frames, args=(sources[i], per, counts, i, errors, start, opened))
+                threading.Thread(target=_read_frames, args=(sources[i], per, counts, i, errors, start, opened, stamps))
                 for i in range(s)
             ]
             t_open = time.perf_counter()
@@ -289,6 +301,9 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
             for t in threads:
                 t.join()
             dt = time.perf_counter() - t0
+            ran = [st for st in stamps if st]
+            lo, hi = (max(st[0] for st in ran), min(st[-1] for st in ran)) if ran else (0.0, 0.0)
+            inside = sum(1 for st in ran for t in st if lo < t <= hi)
             rec.add(
                 {
                     "suite": "decode",
@@ -296,6 +311,7 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
                     "streams": s,
                     "frames": sum(counts),
                     "fps": round(sum(counts) / dt, 1),
+                    "steady_fps": round(inside / (hi - lo), 1) if hi > lo else 0.0,
                     "open_all_s": round(t0 - t_open, 3),
                     "open_each_ms_max": round(1000 * max(opened), 1),
                     "note": "sources only, timed once all are open; no model",
@@ -313,6 +329,7 @@ def _pipeline(
     timeout_ms: float = 5.0,
     device: str = "cuda:0",
     workers: int = 1,
+    decode_processes: int = 0,
 ) -> dict[str, Any]:
     """Run a pipeline to the end; throughput and latency over the steady part: while every stream is
     running (model warm-up and decoder sessions opening before it, streams ending after it, left out)."""
@@ -341,6 +358,7 @@ def _pipeline(
         on_result=on_result,
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
+        decode_processes=decode_processes,
     )
     p.start()
     t_start = time.monotonic()
@@ -368,6 +386,7 @@ def _pipeline(
     ]
     return {
         "infer_workers": p.infer_workers,
+        "decode_processes": decode_processes,
         "frames": s.results,
         "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
         "max_capture_slip_behind_30fps_s": round(max(slips), 3) if slips else 0.0,
@@ -394,12 +413,13 @@ def bench_pipeline(
 ) -> None:
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
-            for dec, w in [(d, w) for d in decoders for w in _OPTIONS["workers"]]:
+            runs = [(d, w, dp) for d in decoders for w in _OPTIONS["workers"] for dp in _OPTIONS["decode_processes"]]
+            for dec, w, dp in runs:
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
-                    r = _pipeline(path, [src] * streams, batch, per, workers=w)
+                    r = _pipeline(path, [src] * streams, batch, per, workers=w, decode_processes=dp)
                 except Exception as exc:
                     r = {"error": f"{type(exc).__name__}: {exc}"}
                     traceback.print_exc()
@@ -419,7 +439,14 @@ def bench_pipeline(
 def bench_density(
     rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
 ) -> None:
-    for dec, s, w in [(d, s, w) for d in decoders for s in streams for w in _OPTIONS["workers"]]:
+    runs = [
+        (d, s, w, dp)
+        for d in decoders
+        for s in streams
+        for w in _OPTIONS["workers"]
+        for dp in _OPTIONS["decode_processes"]
+    ]
+    for dec, s, w, dp in runs:
         base = _uri(clip, dec)
         src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
         frames = int(30 * seconds)
@@ -431,9 +458,9 @@ def bench_density(
                 for i in range(s):
                     sp = parse_source(base, i)
                     specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
-                r = _pipeline(model, specs, min(s, 32), frames, workers=w)  # type: ignore[arg-type]
+                r = _pipeline(model, specs, min(s, 32), frames, workers=w, decode_processes=dp)  # type: ignore[arg-type]
             else:
-                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w)
+                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w, decode_processes=dp)
         except Exception as exc:
             r = {"error": f"{type(exc).__name__}: {exc}"}
             traceback.print_exc()
@@ -479,8 +506,10 @@ def main(argv: list[str]) -> None:
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
+    ap.add_argument("--decode-processes", default="0", help="comma list: pipeline/density cells once per count")
     args = ap.parse_args(argv)
     _OPTIONS["workers"] = [int(x) for x in args.infer_workers.split(",")]
+    _OPTIONS["decode_processes"] = [int(x) for x in args.decode_processes.split(",")]
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
     rec = Recorder(args.out, argv)
@@ -527,7 +556,7 @@ def main(argv: list[str]) -> None:
                     ["none"],
                 )
             elif suite == "decode":
-                bench_decode(rec, args.clip, stream_counts, ["cpu", "nvdec"], 2400)
+                bench_decode(rec, args.clip, stream_counts, args.decoders.split(","), 9600)
             elif suite == "density" and "yolov8n-fp16" in models:
                 bench_density(
                     rec,

@@ -20,7 +20,7 @@ what it measured):
 Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
-CUDA stream), --decode-processes 0,2 (every pipeline and density cell once per count).
+CUDA stream).
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-# command-line options
-_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1], "decode_processes": [0]}
+_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1]}  # command-line options
 
 
 def _env() -> dict[str, Any]:
@@ -329,7 +328,6 @@ def _pipeline(
     timeout_ms: float = 5.0,
     device: str = "cuda:0",
     workers: int = 1,
-    decode_processes: int = 0,
 ) -> dict[str, Any]:
     """Run a pipeline to the end; throughput and latency over the steady part: while every stream is
     running (model warm-up and decoder sessions opening before it, streams ending after it, left out)."""
@@ -358,7 +356,6 @@ def _pipeline(
         on_result=on_result,
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
-        decode_processes=decode_processes,
     )
     p.start()
     t_start = time.monotonic()
@@ -386,7 +383,6 @@ def _pipeline(
     ]
     return {
         "infer_workers": p.infer_workers,
-        "decode_processes": decode_processes,
         "frames": s.results,
         "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
         "max_capture_slip_behind_30fps_s": round(max(slips), 3) if slips else 0.0,
@@ -413,13 +409,12 @@ def bench_pipeline(
 ) -> None:
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
-            runs = [(d, w, dp) for d in decoders for w in _OPTIONS["workers"] for dp in _OPTIONS["decode_processes"]]
-            for dec, w, dp in runs:
+            for dec, w in [(d, w) for d in decoders for w in _OPTIONS["workers"]]:
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
-                    r = _pipeline(path, [src] * streams, batch, per, workers=w, decode_processes=dp)
+                    r = _pipeline(path, [src] * streams, batch, per, workers=w)
                 except Exception as exc:
                     r = {"error": f"{type(exc).__name__}: {exc}"}
                     traceback.print_exc()
@@ -439,14 +434,7 @@ def bench_pipeline(
 def bench_density(
     rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
 ) -> None:
-    runs = [
-        (d, s, w, dp)
-        for d in decoders
-        for s in streams
-        for w in _OPTIONS["workers"]
-        for dp in _OPTIONS["decode_processes"]
-    ]
-    for dec, s, w, dp in runs:
+    for dec, s, w in [(d, s, w) for d in decoders for s in streams for w in _OPTIONS["workers"]]:
         base = _uri(clip, dec)
         src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
         frames = int(30 * seconds)
@@ -458,9 +446,9 @@ def bench_density(
                 for i in range(s):
                     sp = parse_source(base, i)
                     specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
-                r = _pipeline(model, specs, min(s, 32), frames, workers=w, decode_processes=dp)  # type: ignore[arg-type]
+                r = _pipeline(model, specs, min(s, 32), frames, workers=w)  # type: ignore[arg-type]
             else:
-                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w, decode_processes=dp)
+                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w)
         except Exception as exc:
             r = {"error": f"{type(exc).__name__}: {exc}"}
             traceback.print_exc()
@@ -506,10 +494,8 @@ def main(argv: list[str]) -> None:
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
-    ap.add_argument("--decode-processes", default="0", help="comma list: pipeline/density cells once per count")
     args = ap.parse_args(argv)
     _OPTIONS["workers"] = [int(x) for x in args.infer_workers.split(",")]
-    _OPTIONS["decode_processes"] = [int(x) for x in args.decode_processes.split(",")]
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
     rec = Recorder(args.out, argv)

@@ -102,14 +102,6 @@ class PipelineConfig(_Strict):
         "a CPU with 2+ cores (each run single-threaded), else 1. ONNX Runtime on cuda:N gives each worker "
         "its own session and CUDA stream (docs/gpu.md#inference-lanes)",
     )
-    decode_processes: int = Field(
-        0,
-        ge=0,
-        le=16,
-        description="Decode batches in this many worker processes (each with its own GIL) instead of on the "
-        "post thread. Pays off where a decoder's host work is large and many threads compete for the GIL "
-        "(a detector on a GPU with many streams: docs/gpu.md#decode-processes); 0 decodes in-process",
-    )
 
     @field_validator("device")
     @classmethod

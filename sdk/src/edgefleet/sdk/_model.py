@@ -66,7 +66,6 @@ class LoadedModel:
     max_batch: int
     buffers: queue.Queue[InputBuffer]
     warmup_ms: float = 0.0
-    decode_context: DecodeContext | None = None  # what the decoder was built from (decode processes rebuild it)
 
     @property
     def ref(self) -> str:
@@ -139,14 +138,15 @@ def load_model(
             if max_batch > fixed:
                 _log.warning("%s takes batch %d; max batch %d lowered to %d", package.ref, fixed, max_batch, fixed)
             batch = min(max_batch, fixed)
-        ctx = DecodeContext(
-            params=manifest.decoder.params(),
-            manifest=manifest,
-            labels=package.labels,
-            output_names=tuple(o.name for o in backend.outputs),
-            overrides=dict(overrides or {}),
+        decoder = build_decoder(
+            DecodeContext(
+                params=manifest.decoder.params(),
+                manifest=manifest,
+                labels=package.labels,
+                output_names=tuple(o.name for o in backend.outputs),
+                overrides=dict(overrides or {}),
+            )
         )
-        decoder = build_decoder(ctx)
         pool: queue.Queue[InputBuffer] = queue.Queue()
         allocated = [backend.allocate_input(batch) for _ in range(max(2, 2 + workers if buffers is None else buffers))]
         for buf in allocated:
@@ -154,7 +154,7 @@ def load_model(
         preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)
         for f in decoder.candidate_filters():  # detectors on a GPU: only the candidates come back
             backend.filter_candidates(f)
-        model = LoadedModel(package, backend, preprocess, decoder, batch, pool, decode_context=ctx)
+        model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
         if warmup:
             buf = pool.get_nowait()
             try:

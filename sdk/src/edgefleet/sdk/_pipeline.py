@@ -3,9 +3,7 @@ bounded queues between them.
 
 Concurrency model: one thread per source, then three stage threads (``batch``, ``infer``, ``post``).
 ``post`` decodes and delivers in formation order. (Decoding on several threads was measured on an H200
-and did not help: the decoders' numpy work is bound by the GIL; docs/gpu.md.) With ``decode_processes``
-the inference worker hands each batch's outputs to a decode process right away and ``post`` collects the
-decoded results in order (:mod:`._decode_pool`).
+and did not help: the decoders' numpy work is bound by the GIL; docs/gpu.md.)
 Every queue is bounded; every blocking wait has a timeout and checks the abort flag. The first exception
 in any thread aborts the whole pipeline and is re-raised to the caller as :class:`PipelineError` with the
 original as its cause.
@@ -22,8 +20,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +29,6 @@ from pydantic import ValidationError
 from ._backends import InputBuffer
 from ._batcher import Batcher
 from ._config import OnnxRuntimeConfig, PipelineConfig, SinkConfig, TensorRTConfig
-from ._decode_pool import DecodePool
 from ._decoders import Decoded
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._frames import Frame, FrameQueue, OverflowPolicy, frame_allocator
@@ -65,7 +60,6 @@ class _Batch:
     formed: float
     index: int  # formation order; results leave in this order whatever order workers finish in
     outputs: dict[str, Any] = field(default_factory=dict)
-    decoding: Future[list[Decoded]] | None = None  # in a decode process
 
     @property
     def model(self) -> LoadedModel:
@@ -105,7 +99,6 @@ class Pipeline:
         infer_workers: int | None = None,
         result_queue: int = 256,
         frame_upload: bool = False,
-        decode_processes: int = 0,
     ) -> None:
         self.config = _validate_args(
             model=Path(model.root if isinstance(model, ModelPackage) else model),
@@ -120,7 +113,6 @@ class Pipeline:
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
-            decode_processes=decode_processes,
         )
         self._package_arg = model
         self._specs = [s if isinstance(s, SourceSpec) else parse_source(s, i) for i, s in enumerate(sources)]
@@ -167,7 +159,6 @@ class Pipeline:
         self._finished_at: float | None = None
         self._state = "created"
         self._swapper = Swapper(self)
-        self._decode_pool: DecodePool | None = None
 
     @classmethod
     def from_config(
@@ -194,7 +185,6 @@ class Pipeline:
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             frame_upload=config.frame_upload,
-            decode_processes=config.decode_processes,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -249,11 +239,6 @@ class Pipeline:
                 sink.stream_fps = self._stream_fps
                 sink.open()
                 stack.callback(sink.close)
-            if self.config.decode_processes:
-                pool = DecodePool(self.config.decode_processes)
-                stack.callback(pool.close)
-                pool.start()
-                self._decode_pool = pool
             stack.pop_all()
         _log.info("serving %s with %s, batch %d", model.ref, model.backend.describe(), model.max_batch)
         self._started = time.monotonic()
@@ -378,8 +363,6 @@ class Pipeline:
         for t in self._threads:
             t.join(5.0)
         self._swapper.close()
-        if self._decode_pool is not None:
-            self._decode_pool.close()
         if self._slot is not None:
             self._slot.close()
         self._state = "closed"
@@ -520,46 +503,19 @@ class Pipeline:
                     self._discard(batch)
                     return
                 self._stages["infer"].record(elapsed, len(batch.frames))
-                self._hand_to_decoder(batch)
                 if not self._put(self._q_post, batch):
                     self._discard(batch)
                     return
         finally:
             self._put(self._q_post, _END)
 
-    def _hand_to_decoder(self, batch: _Batch) -> None:
-        """Inference worker: start decoding the batch in a decode process, if there are any."""
-        pool, ctx = self._decode_pool, batch.model.decode_context
-        if pool is None or ctx is None:
-            return
-        try:
-            batch.decoding = pool.submit(ctx, batch.outputs, batch.transforms)
-        except BrokenProcessPool:
-            self._lose_decode_pool()
-        except Exception as exc:  # outputs that do not pickle, a pool shut down by close()
-            _log.debug("decoding batch %d in-process: %s", batch.index, exc)
-
-    def _lose_decode_pool(self) -> None:
-        if self._decode_pool is not None:
-            _log.error("a decode process died: decoding continues on the post thread")
-            self._decode_pool = None
-
-    def _decoded(self, batch: _Batch) -> list[Decoded]:
-        future, batch.decoding = batch.decoding, None
-        if future is not None:
-            try:
-                return future.result()
-            except BrokenProcessPool:
-                self._lose_decode_pool()
-        return batch.model.decoder.decode(batch.outputs, batch.transforms)
-
     def _decode(self, batch: _Batch) -> list[Decoded] | None:
-        """Decode the batch (post thread; or collect what a decode process made of it). A model in its
-        health window whose decoder fails is rolled back like one whose inference fails, and the batch
-        re-run with the version serving then. None: the pipeline is aborting."""
+        """Decode the batch (post thread). A model in its health window whose decoder fails is rolled
+        back like one whose inference fails, and the batch re-run with the version serving then.
+        None: the pipeline is aborting."""
         t0 = time.perf_counter()
         try:
-            decoded = self._decoded(batch)
+            decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         except Exception as exc:
             if not self._swapper.watching(batch.model):
                 self._fail("decode", exc)  # reported as the decode stage, with the decoder's error

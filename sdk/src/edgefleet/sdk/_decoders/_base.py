@@ -107,12 +107,6 @@ def register_decoder(name: str, factory: DecoderFactory, *, replace: bool = Fals
         _registry[name] = factory
 
 
-def factory_for(name: str) -> DecoderFactory | None:
-    """The factory registered as ``name``, if any."""
-    with _lock:
-        return _registry.get(name)
-
-
 def decoder_names() -> list[str]:
     with _lock:
         return sorted(_registry)

@@ -371,6 +371,7 @@ def _top_k_on_device(logits: np.ndarray, k: int) -> object:
     """The top-k kernel alone, on ``logits`` uploaded as they are (float32 or float16)."""
     from edgefleet.sdk._backends._ort_cuda import _TopKPlan
     from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._memory import pinned_array
     from edgefleet.sdk._cuda._runtime import Stream
 
     arr = DeviceArray.empty(logits.shape, logits.dtype, 0)
@@ -379,7 +380,7 @@ def _top_k_on_device(logits: np.ndarray, k: int) -> object:
     out = DeviceArray.empty((n, 2 * k + 2), np.float32, 0)
     plan = _TopKPlan(CandidateFilter("x", 0.0, "top_k", k=k), arr, int(np.prod(logits.shape[1:])), out, 0)
     stream = Stream(0)
-    plan.queue(n, stream)
+    plan.queue(n, stream, pinned_array((n * (2 * k + 2) * 4,), np.uint8))
     stream.synchronize()
     return plan.finish()
 

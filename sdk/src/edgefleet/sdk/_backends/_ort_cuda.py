@@ -14,16 +14,21 @@ graphs (the backend says so when it loads).
 Outputs whose ONNX shape has symbolic dimensions besides the batch (common in exported detectors) are
 left to ORT on the first run; their real shape is then learned and they are preallocated and bound like
 the others from the next run on (and given back to ORT for good if it ever rejects the bound shape).
-Every device-to-host copy goes through ``cudaMemcpyAsync``, which releases the GIL while it waits.
+Every device-to-host copy of a whole output goes through ``cudaMemcpyAsync``, which releases the GIL
+while it waits. The small results of the GPU filters (counts, candidates, top k) go into pinned staging
+buffers instead, so their copies are queued and return at once, and are read after one stream
+synchronisation (copies into pageable memory each wait for the stream).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._cuda._array import DeviceArray
+from .._cuda._memory import pinned_array
 from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
@@ -76,6 +81,7 @@ class DeviceBinding:
             self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
         self._cand: dict[str, tuple[DeviceArray, DeviceArray, DeviceArray]] = {}
         self._top: dict[str, DeviceArray] = {}  # top-k results, packed
+        self._staging: dict[str, np.ndarray] = {}  # pinned host buffers for the filters' results
         self._counts: DeviceArray | None = None  # (filters, rows) candidate counts of the last run
         self.candidate_counts: np.ndarray | None = None  # per frame, after a filtered run (tests, stats)
 
@@ -171,7 +177,7 @@ class DeviceBinding:
         filters = [f for f in self.backend._candidates.values() if f.output not in result]
         tops = [t for t in (self._top_k(f) for f in filters if f.layout == "top_k") if t is not None]
         for t in tops:
-            t.queue(n, lane.stream)
+            t.queue(n, lane.stream, self._pinned(f"top:{t.f.output}", n * (2 * t.f.k + 2) * 4))
         fetches = self._filter([f for f in filters if f.layout != "top_k"], n, lane)
         covered = {name for fetch in fetches for name in fetch.names()} | {t.f.output for t in tops}
         for name, arr in self.outputs.items():
@@ -186,6 +192,13 @@ class DeviceBinding:
         for t in tops:
             result[t.f.output] = t.finish()
         return {name: result[name] for name in self.outputs}
+
+    def _pinned(self, key: str, nbytes: int) -> np.ndarray:
+        """A reused pinned host buffer of at least ``nbytes`` (flat uint8) for ``key``."""
+        buf = self._staging.get(key)
+        if buf is None or buf.nbytes < nbytes:
+            buf = self._staging[key] = pinned_array((max(1, nbytes),), np.uint8, ordinal=self.ordinal)
+        return buf
 
     def _top_k(self, f: CandidateFilter) -> _TopKPlan | None:
         arr = self.outputs.get(f.output)
@@ -207,21 +220,23 @@ class DeviceBinding:
         plans = [p for p in (self._plan(f) for f in filters) if p is not None]
         if not plans:
             return []
-        rt = cudart()
         stream = lane.stream
         if self._counts is None or self._counts.shape[0] < len(self.backend._candidates):
             self._counts = DeviceArray.empty((len(self.backend._candidates), self.rows), np.int32, self.ordinal)
         counts_dev = self._counts
-        check(rt.cudaMemsetAsync(counts_dev.ptr, 0, len(plans) * self.rows * 4, stream.raw), "cudaMemsetAsync")
+        size = len(plans) * self.rows * 4
+        rt = cudart()
+        check(rt.cudaMemsetAsync(counts_dev.ptr, 0, size, stream.raw), "cudaMemsetAsync (candidate counts)")
         for i, plan in enumerate(plans):
             plan.launch(counts_dev.ptr + i * self.rows * 4, n, stream.handle)
-        counts = np.empty((len(plans), self.rows), np.int32)
+        staged = self._pinned("counts", size)
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(rt.cudaMemcpyAsync(counts.ctypes.data, counts_dev.ptr, counts.nbytes, d2h, stream.raw), "D2H counts")
+        check(rt.cudaMemcpyAsync(staged.ctypes.data, counts_dev.ptr, size, d2h, stream.raw), "D2H counts")
         stream.synchronize()
+        counts = staged.view(np.int32).reshape(len(plans), self.rows).copy()
         fetches = []
         for i, plan in enumerate(plans):
-            fetch = plan.fetch(counts[i, :n].copy(), stream.raw)
+            fetch = plan.fetch(counts[i, :n].copy(), stream.raw, self._pinned)
             if fetch is not None:
                 fetches.append(fetch)
                 self.candidate_counts = fetch.counts
@@ -311,19 +326,23 @@ class _Plan:
             stream,
         )
 
-    def fetch(self, counts: np.ndarray, stream: Any) -> _Fetch | None:
-        """Queue the copies of the first max(counts) candidates of every frame; None on overflow."""
+    def fetch(self, counts: np.ndarray, stream: Any, staging: Callable[[str, int], np.ndarray]) -> _Fetch | None:
+        """Queue the copies of the first max(counts) candidates of every frame into pinned staging
+        buffers (``staging(key, nbytes)``); None on overflow."""
         most = int(counts.max(initial=0))
         if most > self.k:
             return None
         m = max(1, most)  # only the anchors some frame kept come back
-        rt = cudart()
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         n = counts.shape[0]
         out, out_comp, index = self.bufs
+        rt = cudart()
+        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
 
-        def copy(src: DeviceArray, rows: int, row_bytes: int, pitch: int, shape: tuple[int, ...]) -> np.ndarray:
-            host = np.empty(shape, src.dtype)
+        def copy(
+            key: str, src: DeviceArray, rows: int, row_bytes: int, pitch: int, shape: tuple[int, ...]
+        ) -> np.ndarray:
+            nbytes = rows * row_bytes
+            host: np.ndarray = staging(f"{self.f.output}:{key}", nbytes)[:nbytes].view(src.dtype).reshape(shape)
             check(
                 rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, rows, d2h, stream),
                 "D2H candidates",
@@ -333,12 +352,12 @@ class _Plan:
         item, k, width, cw = self.arr.dtype.itemsize, self.k, self.width, self.comp_width
         comp_data = None
         if self.f.layout == "channels_first":
-            data = copy(out, n * width, m * item, k * item, (n, width, m))
+            data = copy("data", out, n * width, m * item, k * item, (n, width, m))
         else:
-            data = copy(out, n, m * width * item, k * width * item, (n, m, width))
+            data = copy("data", out, n, m * width * item, k * width * item, (n, m, width))
             if self.comp is not None:
-                comp_data = copy(out_comp, n, m * cw * item, k * out_comp.shape[2] * item, (n, m, cw))
-        idx = copy(index, n, m * 4, k * 4, (n, m))
+                comp_data = copy("comp", out_comp, n, m * cw * item, k * out_comp.shape[2] * item, (n, m, cw))
+        idx = copy("index", index, n, m * 4, k * 4, (n, m))
         return _Fetch(self, counts, data, comp_data, idx)
 
 
@@ -358,7 +377,7 @@ class _Fetch:
     def finish(self) -> dict[str, CandidateRows]:
         p, n, m = self.plan, self.data.shape[0], self.idx.shape[1]
         stale = np.arange(m)[None, :] >= self.counts[:, None]  # past a frame's count: left from older runs
-        idx = self.idx
+        idx = self.idx  # pinned staging: everything returned below is a fresh array
         idx[stale] = -1
         order = np.argsort(np.where(stale, p.anchors, idx), axis=1, kind="stable")
         idx = np.take_along_axis(idx, order, axis=1)
@@ -385,7 +404,7 @@ class _TopKPlan:
         self.f, self.arr, self.columns, self.out, self.ordinal = f, arr, columns, out, ordinal
         self._host: np.ndarray | None = None
 
-    def queue(self, n: int, stream: Any) -> None:
+    def queue(self, n: int, stream: Any, staging: np.ndarray) -> None:
         suffix = "f16" if self.arr.dtype == np.float16 else "f32"
         kernel(f"ef_top_k_{suffix}", self.ordinal).launch(
             (n, 1, 1),
@@ -394,15 +413,16 @@ class _TopKPlan:
             stream.handle,
             shared_bytes=self.columns * 4,
         )
+        words = 2 * self.f.k + 2
+        host = staging[: n * words * 4].view(np.float32).reshape(n, words)
         rt = cudart()
-        host = np.empty((n, 2 * self.f.k + 2), np.float32)
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(rt.cudaMemcpyAsync(host.ctypes.data, self.out.ptr, host.nbytes, d2h, stream.raw), "D2H top k")
         self._host = host
 
     def finish(self) -> TopK:
         assert self._host is not None
-        a, k = self._host, self.f.k
+        a, k = self._host.copy(), self.f.k  # out of the pinned staging buffer, which the next run reuses
         return TopK(
             a[:, :k], a[:, k : 2 * k].view(np.int32), a[:, 2 * k], a[:, 2 * k + 1], (a.shape[0], *self.arr.shape[1:])
         )

@@ -96,12 +96,20 @@ def _module(ordinal: int) -> Any:
     return check(drv.cuModuleLoadData(image), "cuModuleLoadData")
 
 
+_kernels: dict[tuple[str, int], Kernel] = {}
+
+
 def kernel(name: str, ordinal: int) -> Kernel:
-    """The named kernel on device ``ordinal`` (compiles the module on first use; thread-safe)."""
+    """The named kernel on device ``ordinal`` (compiles the module on first use, looks the function up
+    once; thread-safe)."""
+    found = _kernels.get((name, ordinal))
+    if found is not None:
+        return found
     with _lock:
         module = _module(ordinal)
         fn = check(driver().cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
-    return Kernel(fn, name)
+        found = _kernels[(name, ordinal)] = Kernel(fn, name)
+    return found
 
 
 # ctypes aliases for launch arguments

@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "BackendError": "._errors",
     "BackendUnavailableError": "._errors",
     "CallbackSink": "._sinks",
+    "CandidateFilter": "._sparse",
+    "CandidateRows": "._sparse",
     "Classification": "._results",
     "ConfigError": "._errors",
     "DecodeContext": "._decoders",
@@ -59,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "SwapReport": "._swap",
     "TensorRTConfig": "._config",
     "TensorSpec": "._backends",
+    "TopK": "._sparse",
     "Transform": "._preprocess",
     "VideoSink": "._sinks",
     "check_archive": "._archive",
@@ -114,6 +117,7 @@ if TYPE_CHECKING:
     from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
     from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
     from ._sources import parse_source
+    from ._sparse import CandidateFilter, CandidateRows, TopK
     from ._swap import SwapEvent, SwapReport
 
 __version__ = "0.1.0"
@@ -123,6 +127,8 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "CallbackSink",
+    "CandidateFilter",
+    "CandidateRows",
     "Classification",
     "ConfigError",
     "DecodeContext",
@@ -158,6 +164,7 @@ __all__ = [
     "SwapReport",
     "TensorRTConfig",
     "TensorSpec",
+    "TopK",
     "Transform",
     "VideoSink",
     "__version__",

@@ -75,7 +75,7 @@ def _per_frame(
         sel = rank < p.pre_nms_top_k
         frame, boxes, scores, classes = frame[sel], boxes[sel], scores[sel], classes[sel]
     groups = frame.astype(np.int64) * (int(classes.max(initial=0)) + 1) + classes
-    kept = nms_groups(boxes, scores, groups, p.iou_threshold)
+    kept = nms_groups(boxes, scores, groups, p.iou_threshold, p.max_detections)
     frame, boxes, scores, classes = frame[kept], boxes[kept], scores[kept], classes[kept]
     starts = np.searchsorted(frame, np.arange(n + 1), side="left")
     if (np.diff(starts) > p.max_detections).any():

@@ -95,8 +95,9 @@ def _greedy_pairs(b: np.ndarray, areas: np.ndarray, g: np.ndarray, iou: float) -
         keep = nxt
 
 
-def _greedy_blocks(b: np.ndarray, areas: np.ndarray, g: np.ndarray, iou: float) -> np.ndarray:
+def _greedy_blocks(b: np.ndarray, areas: np.ndarray, g: np.ndarray, iou: float, limit: int | None) -> np.ndarray:
     n = g.size
+    counts: dict[int, int] = {}  # boxes kept so far, by group
     keep = np.zeros(n, dtype=bool)
     group_end = np.searchsorted(g, g, side="right")  # where each box's group ends
     suppressed = np.zeros(n, dtype=bool)
@@ -113,7 +114,13 @@ def _greedy_blocks(b: np.ndarray, areas: np.ndarray, g: np.ndarray, iou: float) 
             if not alive[k]:
                 continue  # suppressed by a better box of this block
             local.append(k)
-            alive &= ~within[k]
+            group = int(gb[k])
+            counts[group] = counts.get(group, 0) + 1
+            if limit is not None and counts[group] >= limit:  # the rest of this group can never make it
+                alive &= gb != gb[k]
+                suppressed[start + k + 1 : int(group_end[start + k])] = True
+            else:
+                alive &= ~within[k]
         kept = start + np.asarray(local, dtype=np.int64)
         keep[kept] = True
         stop = int(group_end[end - 1])  # only the block's last group can go on past it
@@ -125,8 +132,12 @@ def _greedy_blocks(b: np.ndarray, areas: np.ndarray, g: np.ndarray, iou: float) 
     return keep
 
 
-def nms_groups(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: float) -> np.ndarray:
-    """Boolean mask of the boxes kept; boxes of different groups never suppress each other."""
+def nms_groups(
+    boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: float, limit: int | None = None
+) -> np.ndarray:
+    """Boolean mask of the boxes kept; boxes of different groups never suppress each other. ``limit``: a
+    group's boxes past its ``limit`` best kept ones may be dropped (they would be cut anyway where at most
+    ``limit`` are kept per frame, and a frame's groups are among its own boxes): crowded groups stop early."""
     n = boxes.shape[0]
     if n == 0:
         return np.zeros(0, dtype=bool)
@@ -135,7 +146,8 @@ def nms_groups(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: f
     areas = _areas(b)
     g = np.asarray(groups)[order]
     largest = int(np.diff(np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])).max())
-    kept = _greedy_pairs(b, areas, g, iou) if largest <= _PAIRS_UP_TO else _greedy_blocks(b, areas, g, iou)
+    pairs = largest <= _PAIRS_UP_TO
+    kept = _greedy_pairs(b, areas, g, iou) if pairs else _greedy_blocks(b, areas, g, iou, limit)
     mask = np.zeros(n, dtype=bool)
     mask[order[kept]] = True
     return mask
@@ -145,7 +157,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou: float, 
     """Indices kept, best first (at most ``limit``). Boxes of different classes never suppress each other."""
     if boxes.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
-    kept = nms_groups(boxes, scores, classes, iou)
+    kept = nms_groups(boxes, scores, classes, iou, limit)
     order = np.argsort(-scores, kind="stable")
     out: np.ndarray = order[kept[order]][:limit]
     return out

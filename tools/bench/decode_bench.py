@@ -13,14 +13,15 @@ thread's own work, the part of a GPU pipeline's post stage that is not waiting f
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import emit, load, machine
 
 
 def _rows(dense: np.ndarray, threshold: float, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -92,8 +93,8 @@ def main(argv: list[str]) -> None:
     detections = sum(len(d.detections) for d in dec.decode(sparse, transforms))
     doc = {
         "command": "python tools/bench/decode_bench.py " + " ".join(argv),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "python": platform.python_version(),
+        "machine": machine(),
+        "load_at_start": load(),
         "numpy": np.__version__,
         "model": args.model.name,
         "batch": len(frames),
@@ -103,10 +104,7 @@ def main(argv: list[str]) -> None:
         "dense_ms_per_batch": best_ms(dense),
         "candidates_ms_per_batch": best_ms(sparse),
     }
-    text = json.dumps(doc, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(doc, args.out)
 
 
 if __name__ == "__main__":

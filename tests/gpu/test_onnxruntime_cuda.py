@@ -436,3 +436,22 @@ def test_classifier_top_k_on_the_gpu_gives_cpu_classifications(ort_cuda: str, tm
     gpu.buffers.put_nowait(buf)
     gpu.close()
     cpu.close()
+
+
+def test_keep_raw_on_the_gpu_gives_the_exact_outputs(ort_cuda: str, tmp_path: Path) -> None:
+    """keep_raw turns the GPU filters off: a classifier's raw logits come back whole and exact (with the
+    top-k filter they would be a dense view of the top k only), and its classifications are unchanged."""
+    from tests.support.onnx_models import classifier_package
+
+    logits = np.random.default_rng(4).normal(0, 3, 1000).astype(np.float32)
+    pkg = classifier_package(tmp_path / "c", logits=tuple(float(v) for v in logits))
+    src = ["synthetic:?width=64&height=48&live=0"]
+    with Pipeline(pkg, src, device=ort_cuda, max_frames=3, keep_raw=True) as p:
+        raw = [r for r in p.results()]
+    with Pipeline(pkg, src, device=ort_cuda, max_frames=3) as p:
+        filtered = [r for r in p.results()]
+    assert len(raw) == len(filtered) == 3
+    for a, b in zip(raw, filtered, strict=True):
+        assert a.raw is not None and b.raw is None
+        np.testing.assert_allclose(a.raw["logits"], logits, atol=1e-5)
+        assert [c.class_id for c in a.classifications] == [c.class_id for c in b.classifications]

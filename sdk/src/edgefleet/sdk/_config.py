@@ -86,7 +86,11 @@ class PipelineConfig(_Strict):
     iou_threshold: float | None = Field(None, ge=0, le=1)
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
     sinks: tuple[SinkConfig, ...] = ()
-    keep_raw: bool = Field(False, description="Attach the raw output tensors to each result")
+    keep_raw: bool = Field(
+        False,
+        description="Attach the raw output tensors to each result (on a GPU this also turns off the GPU "
+        "output filters, so the whole tensors come back)",
+    )
     frame_upload: bool = Field(
         False,
         description="cuda on a discrete GPU: upload each CPU-decoded frame whole (one DMA copy) instead of "

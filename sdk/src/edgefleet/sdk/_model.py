@@ -121,10 +121,13 @@ def load_model(
     warmup: bool = True,
     copies: CopyCounter | None = None,
     workers: int = 1,
+    gpu_filters: bool = True,
 ) -> LoadedModel:
     """Load, check against the manifest, build the decoder and preallocate input buffers.
     ``workers``: threads that will run inference at once (ONNX Runtime on a GPU gives each a lane);
-    ``buffers``: input buffers, by default two to fill while each worker has one in flight."""
+    ``buffers``: input buffers, by default two to fill while each worker has one in flight;
+    ``gpu_filters``: let a GPU backend cut outputs down to what the decoder reads (candidates, top k);
+    off when the exact output tensors must come back (``keep_raw``)."""
     manifest = package.manifest
     backend = create_backend(backend_config or OnnxRuntimeConfig(), device)
     backend.workers = workers
@@ -152,7 +155,7 @@ def load_model(
         for buf in allocated:
             pool.put_nowait(buf)
         preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)
-        for f in decoder.candidate_filters():  # detectors on a GPU: only the candidates come back
+        for f in decoder.candidate_filters() if gpu_filters else []:  # on a GPU: only what the decoder reads
             backend.filter_candidates(f)
         model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
         if warmup:

@@ -230,6 +230,7 @@ class Pipeline:
                 overrides=self.overrides,
                 copies=self.copies,
                 workers=self._workers,
+                gpu_filters=not self._keep_raw,  # keep_raw: the exact output tensors, not what decoders read
             )
             stack.callback(model.close)
             if self._workers > 1 and not model.backend.concurrent_infer:

@@ -207,6 +207,7 @@ class Swapper:
                     warmup=False,
                     copies=self.p.copies,
                     workers=self.p.infer_workers,
+                    gpu_filters=not self.p.config.keep_raw,
                 )
             except EdgefleetError as exc:
                 return self._refuse(report, "load", str(exc), progress)

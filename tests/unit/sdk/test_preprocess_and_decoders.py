@@ -379,7 +379,8 @@ def test_candidate_rows_densify_to_the_declared_shape() -> None:
         CandidateRows(data, index[:, :2], dense.shape, axis=1)  # type: ignore[arg-type]
 
 
-def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path) -> None:
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path, multi_label: bool) -> None:
     """The filtered form (only the cells passing the threshold, with their indices) decodes to exactly the
     detections of the full tensors."""
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
@@ -387,7 +388,8 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: 
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
-    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    params = {**p.manifest.decoder.params(), "multi_label": multi_label}
+    dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
     n = 4
     outs = _nanodet_outputs(p, n, 11)
     for level in ("cls_8", "cls_16", "cls_32"):

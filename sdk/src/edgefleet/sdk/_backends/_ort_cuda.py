@@ -233,7 +233,7 @@ class DeviceBinding:
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(rt.cudaMemcpyAsync(staged.ctypes.data, counts_dev.ptr, size, d2h, stream.raw), "D2H counts")
         stream.synchronize()
-        counts = staged.view(np.int32).reshape(len(plans), self.rows).copy()
+        counts = staged[:size].view(np.int32).reshape(len(plans), self.rows).copy()
         fetches = []
         for i, plan in enumerate(plans):
             fetch = plan.fetch(counts[i, :n].copy(), stream.raw, self._pinned)

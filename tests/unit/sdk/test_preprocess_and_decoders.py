@@ -528,3 +528,38 @@ def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
         assert buf is not None and type(model.backend.infer(buf, 1)["output0"]) is np.ndarray
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("gpu_filters", [True, False])
+def test_load_model_offers_the_decoders_filters_unless_told_not_to(
+    toy_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, gpu_filters: bool
+) -> None:
+    """keep_raw needs the exact tensors: load_model(gpu_filters=False) (what a keep_raw pipeline passes)
+    never offers the decoder's filters to the backend; by default every one of them is offered."""
+    from edgefleet.sdk._backends._onnxruntime import OnnxRuntimeBackend
+
+    offered: list[object] = []
+    monkeypatch.setattr(OnnxRuntimeBackend, "filter_candidates", lambda self, f: offered.append(f) or False)
+    model = load_model(load_package(toy_models["cls"]), warmup=False, gpu_filters=gpu_filters)
+    try:
+        want = model.decoder.candidate_filters()
+        assert len(want) == 1 and want[0].layout == "top_k"
+        assert offered == (want if gpu_filters else [])
+    finally:
+        model.close()
+
+
+def test_a_keep_raw_pipeline_loads_its_model_without_gpu_filters(
+    toy_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edgefleet.sdk import Pipeline
+    from edgefleet.sdk._backends._onnxruntime import OnnxRuntimeBackend
+
+    offered: list[object] = []
+    monkeypatch.setattr(OnnxRuntimeBackend, "filter_candidates", lambda self, f: offered.append(f) or False)
+    for keep_raw in (True, False):
+        offered.clear()
+        with Pipeline(toy_models["cls"], ["synthetic:?live=0"], max_frames=2, keep_raw=keep_raw) as p:
+            results = list(p.results())
+        assert len(results) == 2 and (results[0].raw is not None) == keep_raw
+        assert bool(offered) == (not keep_raw)

@@ -151,7 +151,8 @@ def load_model(
             )
         )
         pool: queue.Queue[InputBuffer] = queue.Queue()
-        allocated = [backend.allocate_input(batch) for _ in range(max(2, 2 + workers if buffers is None else buffers))]
+        count = 2 + workers if buffers is None else max(2, buffers)
+        allocated = [backend.allocate_input(batch) for _ in range(count)]
         for buf in allocated:
             pool.put_nowait(buf)
         preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)

@@ -23,9 +23,9 @@ __all__ = ["CandidateFilter", "CandidateRows", "TopK"]
 
 @dataclass(frozen=True)
 class CandidateFilter:
-    """What a decoder asks a GPU backend to do to one output: threshold it on the device and copy back
-    only the anchors that pass, as :class:`CandidateRows` (at most ``capacity`` per frame; a frame with
-    more gets the whole tensor).
+    """What a decoder asks a GPU backend to do to one output: for a detector, threshold it on the device
+    and copy back only the anchors that pass, as :class:`CandidateRows` (at most ``capacity`` per frame;
+    a frame with more gets the whole tensor); for a classifier, only each row's top ``k``.
 
     ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
     class score, with an optional ``companion`` (N, A, R) gathered for the same anchors. ``top_k``: a

@@ -87,11 +87,11 @@ class Backend(ABC):
     @abstractmethod
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
         """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each. A detector
-        output the GPU candidate filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows`
-        instead (``np.asarray`` turns it into the full array)."""
+        output a GPU filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows` or
+        :class:`~edgefleet.sdk._sparse.TopK` instead (``np.asarray`` turns either into the full array)."""
 
     def filter_candidates(self, f: CandidateFilter) -> bool:
-        """Threshold output ``f.output`` on the device from now on (see :class:`CandidateFilter`).
+        """Cut output ``f.output`` down on the device from now on (see :class:`CandidateFilter`).
         False where this backend cannot: the default (CPU backends; TensorRT so far)."""
         return False
 

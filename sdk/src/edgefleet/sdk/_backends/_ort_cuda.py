@@ -221,8 +221,8 @@ class DeviceBinding:
         if not plans:
             return []
         stream = lane.stream
-        if self._counts is None or self._counts.shape[0] < len(self.backend._candidates):
-            self._counts = DeviceArray.empty((len(self.backend._candidates), self.rows), np.int32, self.ordinal)
+        if self._counts is None or self._counts.shape[0] < len(plans):
+            self._counts = DeviceArray.empty((len(plans), self.rows), np.int32, self.ordinal)
         counts_dev = self._counts
         size = len(plans) * self.rows * 4
         rt = cudart()
@@ -236,7 +236,7 @@ class DeviceBinding:
         counts = staged[:size].view(np.int32).reshape(len(plans), self.rows).copy()
         fetches = []
         for i, plan in enumerate(plans):
-            fetch = plan.fetch(counts[i, :n].copy(), stream.raw, self._pinned)
+            fetch = plan.fetch(counts[i, :n], stream.raw, self._pinned)
             if fetch is not None:
                 fetches.append(fetch)
                 self.candidate_counts = fetch.counts

@@ -77,8 +77,9 @@ class Decoder(ABC):
         """``outputs`` hold exactly ``len(transforms)`` rows; boxes must come back in source pixels."""
 
     def candidate_filters(self) -> list[CandidateFilter]:
-        """Outputs a GPU backend may threshold on the device (``decode`` then also gets
-        :class:`~edgefleet.sdk._sparse.CandidateRows` for them). None by default."""
+        """Outputs a GPU backend may cut down on the device to what ``decode`` reads (``decode`` then also
+        gets :class:`~edgefleet.sdk._sparse.CandidateRows` or :class:`~edgefleet.sdk._sparse.TopK` for
+        them). None by default."""
         return []
 
 

@@ -218,7 +218,9 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
     proc = psutil.Process(broker.proc.pid)  # type: ignore[union-attr]
     try:
         assert done.wait(5) and pub_done.wait(5) and not codes[0].is_failure  # type: ignore[attr-defined]
-        reader.subscribe("flood/#", qos=0)
+        # the flood at QoS 0, the end marker at QoS 1: a reader that lags past the bound may lose QoS 0
+        # messages too (by design), never the QoS 1 one
+        reader.subscribe([("flood/x", 0), ("flood/end", 1)])
         time.sleep(0.3)
         before = proc.memory_info().rss
         payload = b"x" * 16_384
@@ -231,7 +233,7 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
         deadline = time.monotonic() + 15
         while b"end" not in got and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert b"end" in got  # the reading subscriber is still served
+        assert b"end" in got and len(got) > 1  # the reading subscriber is still served
         # Bounded: up to MAX_UNREAD_BYTES for the stuck client, as much again for the reading one when it
         # lags, plus the interpreter's churn: 8-25 MiB seen on a 2-core machine, 72-77 MiB without the bound.
         grown = proc.memory_info().rss - before

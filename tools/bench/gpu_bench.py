@@ -264,9 +264,7 @@ def _read_frames(
 
 
 def _uri(clip: Path, decoder: str) -> str:
-    """cpu: OpenCV; nvdec: PyNvVideoCodec on a thread per stream; nvdec-proc: in a worker process each."""
-    if decoder == "nvdec-proc":
-        return f"nvdec:{clip}?process=1"
+    """cpu: OpenCV; nvdec: PyNvVideoCodec."""
     return f"nvdec:{clip}" if decoder == "nvdec" else str(clip)
 
 

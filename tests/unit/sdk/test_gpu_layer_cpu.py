@@ -12,7 +12,6 @@ import pytest
 
 from edgefleet.sdk import BackendUnavailableError, SourceError, TensorRTConfig
 from edgefleet.sdk._cuda._array import from_dlpack, to_dlpack
-from edgefleet.sdk._sources import parse_source
 
 
 def test_dlpack_export_is_consumed_by_numpy_without_copy() -> None:
@@ -58,57 +57,6 @@ def test_nvdec_uri(tmp_path: Path) -> None:
     assert spec.options == {"gpu": "1", "matrix": "bt709"}
     with pytest.raises(SourceError):
         parse_source("nvdec:/no/such/clip.mp4")
-
-
-def test_nvdec_process_option(tmp_path: Path) -> None:
-    from edgefleet.sdk._cuda._nvdec_process import NvdecProcessSource
-    from edgefleet.sdk._sources import create_source
-
-    clip = tmp_path / "c.mp4"
-    clip.write_bytes(b"\0")
-    assert isinstance(create_source(parse_source(f"nvdec:{clip}?process=yes")), NvdecProcessSource)
-    assert parse_source(f"nvdec:{clip}?process=off").options["process"] == "0"
-    with pytest.raises(SourceError, match="process must be true or false"):
-        parse_source(f"nvdec:{clip}?process=2")
-
-
-def test_nvdec_worker_error_reaches_the_pipeline_as_one_line(tmp_path: Path) -> None:
-    """The worker process starts, fails to open (here: no PyNvVideoCodec, or no decodable clip) and
-    says why; the source raises that as a SourceError and the worker is gone."""
-    from edgefleet.sdk._cuda._nvdec_process import NvdecProcessSource
-    from edgefleet.sdk._sources import create_source
-
-    clip = tmp_path / "c.mp4"
-    clip.write_bytes(b"not a video")
-    src = create_source(parse_source(f"nvdec:{clip}?process=1"))
-    assert isinstance(src, NvdecProcessSource)
-    with pytest.raises(SourceError) as err:
-        src.open()
-    assert "\n" not in str(err.value) and ("PyNvVideoCodec" in str(err.value) or "c.mp4" in str(err.value))
-    assert src._proc is None  # reaped
-    src.close()  # closing again is harmless
-
-
-def test_channel_frames_messages_and_reports_a_closed_peer() -> None:
-    import socket
-
-    from edgefleet.sdk._cuda._ipc import Channel, ChannelClosed
-
-    a, b = socket.socketpair()
-    left, right = Channel(a), Channel(b)
-    left.send(b"F" + bytes(range(64)))
-    left.send(b"")
-    assert right.recv(1.0) == b"F" + bytes(range(64))
-    assert right.recv(1.0) == b""
-    with pytest.raises(TimeoutError):
-        right.recv(0.05)
-    a.sendall(b"\xff\xff\xff\x7f")  # a length no peer of this protocol sends
-    with pytest.raises(ChannelClosed, match="not a peer"):
-        right.recv(1.0)
-    left.close()
-    with pytest.raises(ChannelClosed):
-        right.recv(1.0)
-    right.close()
 
 
 def test_tensorrt_missing_names_what_to_install(nanodet: Path) -> None:

@@ -120,14 +120,6 @@ class NvdecSource(Source):
                 raise SourceError(f"{self.spec.uri}: NVDEC decode failed: {str(exc).splitlines()[0]}") from None
         return self._pending.popleft()
 
-    def prefetch(self) -> None:
-        """Demux and decode the next frame now (it waits in the decoder's surface for ``read``). The NVDEC
-        worker process calls it after answering a read, so decoding overlaps the pipeline's work."""
-        if self._decoder is not None and not self._pending:
-            frame = self._next_decoded()
-            if frame is not None:
-                self._pending.appendleft(frame)
-
     def _flush(self) -> None:
         """Drain the decoder at the end of the file (the demuxer's last, empty packet usually has)."""
         packet_type = getattr(_nvc(), "PacketData", None)

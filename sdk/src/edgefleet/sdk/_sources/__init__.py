@@ -37,8 +37,7 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         http(s)://host/stream.mjpg        network stream (live)
         /dev/video0 | usb:0               USB/V4L2 camera (?width=&height=&fps=)
         gst:<pipeline>                    GStreamer pipeline string (or any string with " ! ")
-        nvdec:clip.mp4                    video file decoded on the GPU (NVDEC; ?gpu=N&matrix=bt709;
-                                          ?process=1 decodes in a worker process of its own)
+        nvdec:clip.mp4                    video file decoded on the GPU (NVDEC; ?gpu=N&matrix=bt709)
         synthetic: | synthetic:?width=1280&height=720&fps=30&frames=300   test pattern
 
     Options common to all: ``queue`` (frames buffered per stream, default 4), ``live`` (override).
@@ -72,8 +71,6 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         if not path.is_file():
             raise SourceError(f"{path_text}: no such video file")
         uri = str(path)
-        if "process" in options:
-            options["process"] = "1" if _flag(options["process"], "process", text) else "0"
     elif lowered.startswith(("synthetic:", "pattern:", "test:")):
         kind = "synthetic"
         _, _, query = text.partition("?")
@@ -129,10 +126,6 @@ def create_source(spec: SourceSpec) -> Source:
 
         return SyntheticSource(spec)
     if spec.kind == "nvdec":
-        if spec.options.get("process") == "1":
-            from .._cuda._nvdec_process import NvdecProcessSource
-
-            return NvdecProcessSource(spec)
         from .._cuda._nvdec import NvdecSource
 
         return NvdecSource(spec)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _nvml import EngineSampler
 
 ROOT = Path(__file__).resolve().parents[2]
 _OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1]}  # command-line options
@@ -293,13 +294,14 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
                 for i in range(s)
             ]
             t_open = time.perf_counter()
-            for t in threads:
-                t.start()
-            start.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
-            dt = time.perf_counter() - t0
+            with EngineSampler(clock=time.perf_counter) as engines:
+                for t in threads:
+                    t.start()
+                start.wait()
+                t0 = time.perf_counter()
+                for t in threads:
+                    t.join()
+                dt = time.perf_counter() - t0
             ran = [st for st in stamps if st]
             lo, hi = (max(st[0] for st in ran), min(st[-1] for st in ran)) if ran else (0.0, 0.0)
             inside = sum(1 for st in ran for t in st if lo < t <= hi)
@@ -313,6 +315,7 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
                     "steady_fps": round(inside / (hi - lo), 1) if hi > lo else 0.0,
                     "open_all_s": round(t0 - t_open, 3),
                     "open_each_ms_max": round(1000 * max(opened), 1),
+                    "engines_steady": engines.summary(lo, hi),
                     "note": "sources only, timed once all are open; no model",
                     **({"errors": errors[:3]} if errors else {}),
                 }
@@ -357,10 +360,11 @@ def _pipeline(
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
     )
-    p.start()
-    t_start = time.monotonic()
-    s = p.run()
-    wall = time.monotonic() - t_start
+    with EngineSampler() as engines:
+        p.start()
+        t_start = time.monotonic()
+        s = p.run()
+        wall = time.monotonic() - t_start
     # Steady state: from the moment every stream has delivered a result (model warm, every decoder open)
     # to the moment the first stream delivered its last one (every stream still running).
     firsts = [ts[0] for ts in per_stream.values()]
@@ -397,6 +401,7 @@ def _pipeline(
         "mean_batch": round(s.mean_batch, 2),
         "detections_per_frame": round(sum(s.detections_by_label.values()) / max(1, s.results), 2),
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
+        "engines_steady": engines.summary(lo, hi),
     }
 
 

@@ -187,17 +187,28 @@ def _clip_frames(clip: Path, count: int) -> list[np.ndarray]:
     return frames
 
 
+def _same_detections(got: list[object], want: list[object]) -> None:
+    """Same classes and scores in the same order; boxes equal to float32 rounding (GPU box decoding)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        gd, wd = g.detections, w.detections  # type: ignore[attr-defined]
+        assert [(d.class_id, d.score) for d in gd] == [(d.class_id, d.score) for d in wd]
+        for a, b in zip(gd, wd, strict=True):
+            np.testing.assert_allclose(a.box, b.box, atol=1e-3)
+
+
 def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nanodet: Path, clip: Path) -> None:
-    """NanoDet's (N, cells, C) scores are thresholded on the GPU, one filter per stride with its box
-    distributions alongside; the detections equal those from the full tensors of the same session, and
-    the kept rows equal the full tensors' rows."""
-    from edgefleet.sdk._sparse import CandidateRows
+    """NanoDet's strides are decoded on the GPU into (cell, class, score, box) records; the detections
+    equal those from the full tensors of the same session, and the records equal the host reference of
+    the kernel on those tensors. The thresholded-rows filter still gives the full tensors' rows."""
+    from edgefleet.sdk._sparse import BoxCandidates, CandidateRows, ConsumedOutput
+    from tests.support.gfl_reference import gfl_records
 
     pkg = load_package(nanodet)
     model = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False, buffers=1)
     backend = model.backend
     filters = dict(backend._candidates)  # type: ignore[attr-defined]
-    assert set(filters) == {"cls_8", "cls_16", "cls_32"}
+    assert set(filters) == {"cls_8", "cls_16", "cls_32"} and {f.layout for f in filters.values()} == {"gfl"}
     frames = _clip_frames(clip, 4)
     frames[2] = np.zeros_like(frames[2])  # a black frame
     for n in (4, 3):
@@ -205,7 +216,7 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
         want = _run_model(model, frames[:n])
         backend._candidates = filters  # type: ignore[attr-defined]
         got = _run_model(model, frames[:n])
-        assert got == want
+        _same_detections(got, want)
         assert sum(len(d.detections) for d in want) >= 3  # type: ignore[attr-defined]
     buf = model.buffers.get_nowait()  # type: ignore[attr-defined]
     for i, f in enumerate(frames):
@@ -214,9 +225,21 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
     sparse = backend.infer(buf, 4)
     backend._candidates = {}  # type: ignore[attr-defined]
     dense = backend.infer(buf, 4)
+    rows_filters = {
+        k: CandidateFilter(f.output, f.threshold, "rows", companion=f.companion) for k, f in filters.items()
+    }
+    backend._candidates = rows_filters  # type: ignore[attr-defined]
+    rowwise = backend.infer(buf, 4)
     model.buffers.put_nowait(buf)  # type: ignore[attr-defined]
+    got_b, ref = sparse["cls_8"], gfl_records(dense, list(filters.values()))["cls_8"]
+    assert isinstance(got_b, BoxCandidates) and isinstance(ref, BoxCandidates)
+    assert isinstance(sparse["reg_32"], ConsumedOutput) and not got_b.nonfinite.any()
+    assert got_b.frame.size > 10 and (got_b.frame == 2).sum() == 0
+    for a in ("frame", "cell", "cls", "score"):
+        np.testing.assert_array_equal(getattr(got_b, a), getattr(ref, a))
+    np.testing.assert_allclose(got_b.box, ref.box, atol=1e-3, rtol=1e-5)
     for name in ("cls_8", "reg_8", "cls_32", "reg_32"):
-        rows = sparse[name]
+        rows = rowwise[name]
         assert isinstance(rows, CandidateRows)
         assert rows.data.shape[1] < dense[name].shape[1]  # far fewer rows came back
         for i in range(4):
@@ -225,9 +248,68 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
             np.testing.assert_array_equal(rows.data[i, : len(keep)], dense[name][i][keep])
     threshold = model.decoder.p.score_threshold  # type: ignore[attr-defined]
     kept = dense["cls_8"].max(axis=2) >= threshold
-    assert sparse["cls_8"].counts().tolist() == kept.sum(axis=1).tolist()
-    np.testing.assert_array_equal(np.asarray(sparse["cls_8"]), np.where(kept[:, :, None], dense["cls_8"], 0))
+    assert rowwise["cls_8"].counts().tolist() == kept.sum(axis=1).tolist()
+    np.testing.assert_array_equal(np.asarray(rowwise["cls_8"]), np.where(kept[:, :, None], dense["cls_8"], 0))
     model.close()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_gfl_kernel_matches_the_reference(gpu: str, dtype: type, multi_label: bool) -> None:
+    """Two strides appending to one set of records: the same (frame, cell, class) records as the host
+    reference, scores exact, boxes to float32 rounding; ties go to the lower class; a frame with a NaN
+    score is marked; a capacity too small for a frame means the full tensors (fetch gives None)."""
+    from edgefleet.sdk._backends._ort_cuda import _GflPlan
+    from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._memory import pinned_array
+    from edgefleet.sdk._cuda._runtime import Stream
+    from tests.support.gfl_reference import gfl_records
+
+    rng = np.random.default_rng(7)
+    grids = [(6, 5, 8), (3, 3, 16)]  # rows, columns, stride
+    dense: dict[str, np.ndarray] = {}
+    filters = []
+    first = 0
+    for i, (gh, gw, s) in enumerate(grids):
+        sc = rng.uniform(0, 1, (3, gh * gw, 7)).astype(dtype)
+        sc[0, 4, :] = 0.9  # a tie across every class
+        dense[f"s{i}"], dense[f"r{i}"] = sc, rng.normal(0, 2, (3, gh * gw, 32)).astype(dtype)
+        filters.append(
+            CandidateFilter(
+                f"s{i}", 0.6, "gfl", companion=f"r{i}", capacity=512, stride=s, grid_width=gw, first=first,
+                bins=8, multi_label=multi_label, levels=2,
+            )
+        )  # fmt: skip
+        first += gh * gw
+    dense["s1"][2, 0, 3] = np.nan
+    levels = []
+    for f in filters:
+        sc, reg = dense[f.output], dense[str(f.companion)]
+        levels.append((f, DeviceArray.empty(sc.shape, dtype, 0), DeviceArray.empty(reg.shape, dtype, 0)))
+    for f, arr, comp in levels:
+        arr.copy_from_host(dense[f.output])
+        comp.copy_from_host(dense[str(f.companion)])
+    stream = Stream(0)
+
+    def run(capacity: int) -> object:
+        plan = _GflPlan(levels, DeviceArray.empty((3, capacity, 8), np.float32, 0), capacity, 0)
+        counts = DeviceArray.zeros((2, 3), np.int32, 0)
+        plan.launch(counts.ptr, 3 * 4, 3, stream.handle)
+        stream.synchronize()
+        fetch = plan.fetch(counts.copy_to_host(), stream.raw, lambda key, nbytes: pinned_array((nbytes,), np.uint8))
+        stream.synchronize()
+        return fetch.finish()["s0"] if fetch is not None else None
+
+    got, want = run(512), gfl_records(dense, filters)["s0"]
+    assert got.nonfinite.tolist() == want.nonfinite.tolist() == [False, False, True]  # type: ignore[attr-defined]
+    ok_g, ok_w = got.frame < 2, want.frame < 2  # type: ignore[attr-defined]
+    assert ok_g.sum() > 20
+    for a in ("frame", "cell", "cls", "score"):
+        np.testing.assert_array_equal(getattr(got, a)[ok_g], getattr(want, a)[ok_w])
+    np.testing.assert_allclose(got.box[ok_g], want.box[ok_w], atol=1e-3, rtol=1e-5)  # type: ignore[attr-defined]
+    tie = (got.frame == 0) & (got.cell == 4)  # type: ignore[attr-defined]
+    assert got.cls[tie].tolist() == (list(range(7)) if multi_label else [0])  # type: ignore[attr-defined]
+    assert run(4) is None
 
 
 def _run_model(model: object, frames: list[np.ndarray]) -> list[object]:

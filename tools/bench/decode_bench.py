@@ -4,9 +4,10 @@
         [--batch 32] [--repeats 50] [--out FILE]
 
 Runs the model once on the CPU over the clip's first ``--batch`` frames, then times the package's
-decoder on those outputs two ways: on the dense tensors (what a CPU backend hands over) and on the
-candidates a GPU backend's filter hands over (:class:`CandidateRows`, built here on the host exactly
-as the kernels build them, in float16 when ``--fp16``). No GPU needed: this is the post-processing
+decoder on those outputs: on the dense tensors (what a CPU backend hands over), on thresholded rows
+(:class:`CandidateRows`, built here on the host exactly as the kernels build them, in float16 when
+``--fp16``) and, for a GFL head (NanoDet), on the box records the GPU decodes (:class:`BoxCandidates`,
+built by the kernels' host reference in ``tests/support/gfl_reference.py``). No GPU needed: this is the post-processing
 thread's own work, the part of a GPU pipeline's post stage that is not waiting for the GIL.
 """
 
@@ -21,7 +22,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from _harness import emit, load, machine
+
+from tests.support.gfl_reference import gfl_records
 
 
 def _rows(dense: np.ndarray, threshold: float, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +74,7 @@ def main(argv: list[str]) -> None:
     filters = dec.candidate_filters() if hasattr(dec, "candidate_filters") else []
     candidates = 0
     for f in filters:
-        if f.layout != "rows":
+        if f.layout not in ("rows", "gfl"):
             continue  # this tool builds the anchor-major (NanoDet) layout only
         data, index = _rows(dense[f.output], f.threshold, dtype)
         candidates += int((index >= 0).sum())
@@ -90,6 +94,8 @@ def main(argv: list[str]) -> None:
             best = min(best, time.perf_counter() - t0)
         return round(best * 1e3, 3)
 
+    gfl = [f for f in filters if f.layout == "gfl"]
+    boxes: dict[str, Any] = {**dense, **gfl_records(dense, gfl)} if gfl else {}
     detections = sum(len(d.detections) for d in dec.decode(sparse, transforms))
     doc = {
         "command": "python tools/bench/decode_bench.py " + " ".join(argv),
@@ -103,6 +109,11 @@ def main(argv: list[str]) -> None:
         "timing": f"best of {args.repeats}",
         "dense_ms_per_batch": best_ms(dense),
         "candidates_ms_per_batch": best_ms(sparse),
+        **(
+            {"gpu_boxes_ms_per_batch": best_ms(boxes), "box_records": int(boxes[gfl[0].output].frame.size)}
+            if gfl
+            else {}
+        ),
     }
     emit(doc, args.out)
 

@@ -411,6 +411,45 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: 
     assert got == want
 
 
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_nanodet_decoder_gives_the_same_detections_from_gpu_decoded_boxes(nanodet: Path, multi_label: bool) -> None:
+    """The GFL head decoded on the GPU (records of cell, class, score and box; here built on the host by
+    the kernels' reference) gives the full tensors' detections: same classes and scores, boxes equal to
+    float32 rounding. The records' dense views keep the declared shapes, and NaN marks a bad frame."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._sparse import BoxCandidates, ConsumedOutput
+    from tests.support.gfl_reference import gfl_records
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    params = {**p.manifest.decoder.params(), "multi_label": multi_label}
+    dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
+    n = 4
+    outs = _nanodet_outputs(p, n, 11)
+    for level in ("cls_8", "cls_16", "cls_32"):
+        outs[level][2] = 0.0  # a frame with no candidate
+    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
+    want = dec.decode(outs, ts)
+    gpu = gfl_records(outs, dec.candidate_filters())
+    assert isinstance(gpu["cls_16"], BoxCandidates) and isinstance(gpu["reg_16"], ConsumedOutput)
+    got = dec.decode(gpu, ts)  # type: ignore[arg-type]
+    assert sum(len(d.detections) for d in want) > 10
+    for g, w in zip(got, want, strict=True):
+        assert [(d.class_id, d.label, d.score) for d in g.detections] == [
+            (d.class_id, d.label, d.score) for d in w.detections
+        ]
+        for a, b in zip(g.detections, w.detections, strict=True):
+            np.testing.assert_allclose(a.box, b.box, atol=1e-3)
+    dense = np.asarray(gpu["cls_16"])
+    assert dense.shape == outs["cls_16"].shape and np.asarray(gpu["reg_16"]).shape == outs["reg_16"].shape
+    kept = dense > 0
+    assert kept.any() and np.array_equal(dense[kept], outs["cls_16"][kept])
+    outs["cls_32"][1, 5, 3] = np.nan
+    bad = gfl_records(outs, dec.candidate_filters())
+    assert np.isnan(np.asarray(bad["cls_8"])[1]).all() and np.isfinite(np.asarray(bad["cls_8"])[[0, 2, 3]]).all()
+    assert np.isnan(np.asarray(bad["reg_8"])[1]).all()
+
+
 def test_yolo_decoder_gives_the_same_detections_from_gpu_candidates(toy_models: dict[str, Path]) -> None:
     from edgefleet.sdk._decoders._detection import YoloDecoder
     from edgefleet.sdk._sparse import CandidateRows
@@ -510,8 +549,25 @@ def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
     names = tuple(o.name for o in p.manifest.outputs)
     nano = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
     t, cp, rp = nano.p.score_threshold, nano.p.cls_prefix, nano.p.reg_prefix
-    want = [CandidateFilter(f"{cp}{s}", t, "rows", companion=f"{rp}{s}") for s in nano.p.strides]
-    assert nano.candidate_filters() == want and len(want) == 3 and {w.output for w in want} <= set(names)
+    grids = [(-(-416 // s), -(-416 // s)) for s in nano.p.strides]  # the demo model's input is 416 x 416
+    firsts = [0, grids[0][0] * grids[0][1], grids[0][0] * grids[0][1] + grids[1][0] * grids[1][1]]
+    want = [
+        CandidateFilter(
+            f"{cp}{s}",
+            t,
+            "gfl",
+            companion=f"{rp}{s}",
+            capacity=4096,
+            stride=s,
+            grid_width=g[1],
+            first=first,
+            bins=nano.p.reg_max + 1,
+            multi_label=True,
+            levels=3,
+        )
+        for s, g, first in zip(nano.p.strides, grids, firsts, strict=True)
+    ]
+    assert nano.candidate_filters() == want and {w.output for w in want} <= set(names)
     yolo_pkg = load_package(toy_models["yolo"])
     yolo = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
     (f,) = yolo.candidate_filters()

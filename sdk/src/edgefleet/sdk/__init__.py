@@ -24,8 +24,10 @@ _EXPORTS: dict[str, str] = {
     "BackendError": "._errors",
     "BackendUnavailableError": "._errors",
     "CallbackSink": "._sinks",
+    "BoxCandidates": "._sparse",
     "CandidateFilter": "._sparse",
     "CandidateRows": "._sparse",
+    "ConsumedOutput": "._sparse",
     "Classification": "._results",
     "ConfigError": "._errors",
     "DecodeContext": "._decoders",
@@ -117,7 +119,7 @@ if TYPE_CHECKING:
     from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
     from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
     from ._sources import parse_source
-    from ._sparse import CandidateFilter, CandidateRows, TopK
+    from ._sparse import BoxCandidates, CandidateFilter, CandidateRows, ConsumedOutput, TopK
     from ._swap import SwapEvent, SwapReport
 
 __version__ = "0.1.0"
@@ -127,8 +129,10 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "CallbackSink",
+    "BoxCandidates",
     "CandidateFilter",
     "CandidateRows",
+    "ConsumedOutput",
     "Classification",
     "ConfigError",
     "DecodeContext",

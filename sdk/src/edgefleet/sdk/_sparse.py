@@ -9,6 +9,11 @@ left-out anchors zeroed, which no score threshold >= 0 keeps.
 
 A classifier's (N, C) output needs only its top k per row: :class:`TopK` carries those values, their
 columns and each row's log-sum-exp (so a softmax of the k values needs nothing else).
+
+A GFL head (NanoDet: per stride, class scores and box distributions) can be decoded further on the
+device: :class:`BoxCandidates` carries, for every stride at once, one record per (cell, class) above the
+threshold with its box already in input pixels; the box distributions themselves never come back
+(:class:`ConsumedOutput` stands in for them).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["CandidateFilter", "CandidateRows", "TopK"]
+__all__ = ["BoxCandidates", "CandidateFilter", "CandidateRows", "ConsumedOutput", "TopK"]
 
 
 @dataclass(frozen=True)
@@ -30,15 +35,26 @@ class CandidateFilter:
     ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
     class score, with an optional ``companion`` (N, A, R) gathered for the same anchors. ``top_k``: a
     classifier's (N, C) output (any trailing shape whose product is C); the ``k`` largest values of each
-    row come back as :class:`TopK` (``threshold`` is not used)."""
+    row come back as :class:`TopK` (``threshold`` is not used). ``gfl``: one stride of a GFL head, scores
+    (N, A, C) and in ``companion`` its box distributions (N, A, 4 * ``bins``), cells on a grid
+    ``grid_width`` wide, numbered from ``first`` across strides; every ``gfl`` filter of a run appends to
+    the same :class:`BoxCandidates` (at most ``capacity`` records per frame over all strides), one record
+    per (cell, class) with a score above ``threshold`` (``multi_label``), else per cell for its best class.
+    ``levels``: the head's number of strides; a backend decodes them only when it took a filter for each."""
 
     output: str
     threshold: float
-    layout: Literal["channels_first", "rows", "top_k"]
+    layout: Literal["channels_first", "rows", "top_k", "gfl"]
     classes: int = 0
     companion: str | None = None
     capacity: int = 1024
     k: int = 0
+    stride: int = 0
+    grid_width: int = 0
+    first: int = 0
+    bins: int = 0
+    multi_label: bool = True
+    levels: int = 1
 
 
 class CandidateRows:
@@ -129,3 +145,72 @@ class TopK:
 
     def __repr__(self) -> str:
         return f"TopK(shape={self.shape}, k={self.values.shape[1]})"
+
+
+class BoxCandidates:
+    """A GFL head's candidates, decoded on the GPU for every stride of a batch at once.
+
+    One record per (cell, class) whose score is above the filter's threshold (or per cell, its best
+    class), in (frame, cell, class) order: ``frame`` (k,) int64, ``cell`` (k,) int64 numbered across the
+    strides, ``cls`` (k,) int64, ``score`` (k,) float32, ``box`` (k, 4) float32 x1, y1, x2, y2 in input
+    pixels; ``nonfinite`` (N,) bool marks frames where a score or a kept cell's distribution was NaN or
+    infinite. The same records stand under every stride's score output; this one's logical shape is
+    ``shape`` (N, cells, C), its cells ``first`` .. ``first + cells``. ``np.asarray`` gives that dense
+    array: the kept scores in place, every other value zero, NaN across a frame marked non-finite.
+    """
+
+    __slots__ = ("box", "cell", "cls", "first", "frame", "nonfinite", "score", "shape")
+
+    def __init__(
+        self,
+        frame: np.ndarray,
+        cell: np.ndarray,
+        cls: np.ndarray,
+        score: np.ndarray,
+        box: np.ndarray,
+        nonfinite: np.ndarray,
+        shape: tuple[int, int, int],
+        first: int,
+    ) -> None:
+        k = frame.shape[0]
+        if cell.shape != (k,) or cls.shape != (k,) or score.shape != (k,) or box.shape != (k, 4):
+            raise ValueError(f"inconsistent box candidates: {k} frames, cells {cell.shape}, boxes {box.shape}")
+        if len(shape) != 3 or nonfinite.shape != (shape[0],):
+            raise ValueError(f"inconsistent box candidates: shape {shape}, nonfinite {nonfinite.shape}")
+        self.frame, self.cell, self.cls, self.score, self.box = frame, cell, cls, score, box
+        self.nonfinite, self.shape, self.first = nonfinite, shape, first
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.zeros(self.shape, np.float32)
+        mine = (self.cell >= self.first) & (self.cell < self.first + self.shape[1])
+        out[self.frame[mine], self.cell[mine] - self.first, self.cls[mine]] = self.score[mine]
+        out[self.nonfinite] = np.nan
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self)[key]
+
+    def __repr__(self) -> str:
+        return f"BoxCandidates(shape={self.shape}, records={self.frame.shape[0]})"
+
+
+class ConsumedOutput:
+    """An output the GPU used up and did not copy back (the box distributions :class:`BoxCandidates`
+    were decoded from). ``np.asarray`` gives zeros of its logical ``shape`` and ``dtype`` (NaN across the
+    frames ``nonfinite`` marks), so shape checks and health checks still see the declared output."""
+
+    __slots__ = ("dtype", "nonfinite", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, nonfinite: np.ndarray) -> None:
+        self.shape, self.dtype, self.nonfinite = shape, np.dtype(dtype), nonfinite
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.zeros(self.shape, self.dtype)
+        out[self.nonfinite] = np.nan
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self)[key]
+
+    def __repr__(self) -> str:
+        return f"ConsumedOutput(shape={self.shape}, dtype={self.dtype})"

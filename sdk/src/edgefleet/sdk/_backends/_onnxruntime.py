@@ -322,11 +322,14 @@ class OnnxRuntimeBackend(Backend):
             return False
         if comp is not None and len(comp.shape) != 3:
             return False
-        if f.layout == "channels_first":
-            if spec.shape[1] not in (-1, 4 + f.classes):
-                return False
-            if 0 < spec.shape[2] <= f.capacity:
-                return False  # nothing to gain
+        if f.layout == "gfl" and not (
+            comp is not None and f.bins >= 1 and f.grid_width >= 1 and comp.shape[2] in (-1, 4 * f.bins)
+        ):
+            return False
+        if f.layout == "channels_first" and (
+            spec.shape[1] not in (-1, 4 + f.classes) or 0 < spec.shape[2] <= f.capacity
+        ):
+            return False  # not the layout it expects, or nothing to gain
         self._candidates[f.output] = f
         return True
 

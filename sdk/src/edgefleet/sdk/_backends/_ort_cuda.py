@@ -33,7 +33,7 @@ from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
-from .._sparse import CandidateFilter, CandidateRows, TopK
+from .._sparse import BoxCandidates, CandidateFilter, CandidateRows, ConsumedOutput, TopK
 
 if TYPE_CHECKING:
     from ._onnxruntime import Lane, OnnxRuntimeBackend
@@ -79,7 +79,7 @@ class DeviceBinding:
         )
         if self.graphs:
             self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
-        self._cand: dict[str, tuple[DeviceArray, DeviceArray, DeviceArray]] = {}
+        self._cand: dict[str, tuple[DeviceArray, ...]] = {}
         self._top: dict[str, DeviceArray] = {}  # top-k results, packed
         self._staging: dict[str, np.ndarray] = {}  # pinned host buffers for the filters' results
         self._counts: DeviceArray | None = None  # (filters, rows) candidate counts of the last run
@@ -212,35 +212,62 @@ class DeviceBinding:
             out = self._top[f.output] = DeviceArray.empty((self.rows, 2 * f.k + 2), np.float32, self.ordinal)
         return _TopKPlan(f, arr, columns, out, self.ordinal)
 
-    def _filter(self, filters: list[CandidateFilter], n: int, lane: Lane) -> list[_Fetch]:
+    def _filter(self, filters: list[CandidateFilter], n: int, lane: Lane) -> list[_Fetch | _GflFetch]:
         """Threshold + compaction on the GPU: every filter's kernel, one copy of all counts, one wait,
         then the candidates' copies are queued (the caller waits once more for them and the other
         outputs). A filter that does not apply to this run (an output not bound yet, another layout, a
         frame with more than ``capacity`` candidates) is left out: its tensors are copied whole."""
-        plans = [p for p in (self._plan(f) for f in filters) if p is not None]
+        plans: list[_Plan | _GflPlan] = [p for p in (self._plan(f) for f in filters if f.layout != "gfl") if p]
+        gfl = self._gfl([f for f in filters if f.layout == "gfl"])
+        if gfl is not None:
+            plans.append(gfl)
         if not plans:
             return []
         stream = lane.stream
-        if self._counts is None or self._counts.shape[0] < len(plans):
-            self._counts = DeviceArray.empty((len(plans), self.rows), np.int32, self.ordinal)
+        total = sum(p.count_rows for p in plans)
+        if self._counts is None or self._counts.shape[0] < total:
+            self._counts = DeviceArray.empty((total, self.rows), np.int32, self.ordinal)
         counts_dev = self._counts
-        size = len(plans) * self.rows * 4
+        size = total * self.rows * 4
         rt = cudart()
         check(rt.cudaMemsetAsync(counts_dev.ptr, 0, size, stream.raw), "cudaMemsetAsync (candidate counts)")
-        for i, plan in enumerate(plans):
-            plan.launch(counts_dev.ptr + i * self.rows * 4, n, stream.handle)
+        first_rows = []
+        row = 0
+        for plan in plans:
+            plan.launch(counts_dev.ptr + row * self.rows * 4, self.rows * 4, n, stream.handle)
+            first_rows.append(row)
+            row += plan.count_rows
         staged = self._pinned("counts", size)
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(rt.cudaMemcpyAsync(staged.ctypes.data, counts_dev.ptr, size, d2h, stream.raw), "D2H counts")
         stream.synchronize()
-        counts = staged[:size].view(np.int32).reshape(len(plans), self.rows).copy()
-        fetches = []
-        for i, plan in enumerate(plans):
-            fetch = plan.fetch(counts[i, :n], stream.raw, self._pinned)
+        counts = staged[:size].view(np.int32).reshape(total, self.rows).copy()
+        fetches: list[_Fetch | _GflFetch] = []
+        for plan, row in zip(plans, first_rows, strict=True):
+            fetch = plan.fetch(counts[row : row + plan.count_rows, :n], stream.raw, self._pinned)
             if fetch is not None:
                 fetches.append(fetch)
                 self.candidate_counts = fetch.counts
         return fetches
+
+    def _gfl(self, filters: list[CandidateFilter]) -> _GflPlan | None:
+        """Every stride of a GFL head, decoded into one set of box records (None: copy them whole)."""
+        levels = []
+        for f in filters:
+            arr = self.outputs.get(f.output)
+            comp = self.outputs.get(f.companion) if f.companion else None
+            if arr is None or comp is None or arr.ndim != 3 or comp.ndim != 3 or arr.dtype != comp.dtype:
+                return None
+            if comp.shape[1] != arr.shape[1] or f.bins < 1 or comp.shape[2] != 4 * f.bins or f.grid_width < 1:
+                return None
+            levels.append((f, arr, comp))
+        if not levels or len(levels) != levels[0][0].levels:
+            return None  # a stride the backend could not take: the whole head is decoded on the host
+        capacity = max(f.capacity for f, _, _ in levels)
+        records = self._cand.get(":gfl")
+        if records is None or records[0].shape[1] != capacity:
+            records = self._cand[":gfl"] = (DeviceArray.empty((self.rows, capacity, 8), np.float32, self.ordinal),)
+        return _GflPlan(levels, records[0], capacity, self.ordinal)
 
     def _plan(self, f: CandidateFilter) -> _Plan | None:
         arr = self.outputs.get(f.output)
@@ -265,11 +292,14 @@ class DeviceBinding:
                 DeviceArray.empty((self.rows, k, max(1, comp_width)), arr.dtype, self.ordinal),
                 DeviceArray.empty((self.rows, k), np.int32, self.ordinal),
             )
-        return _Plan(f, arr, comp, bufs, anchors, width, comp_width, k, self.ordinal)
+        data, data_comp, index = bufs
+        return _Plan(f, arr, comp, (data, data_comp, index), anchors, width, comp_width, k, self.ordinal)
 
 
 class _Plan:
     """One candidate filter for one run: its kernel launch, then (counts known) its copies."""
+
+    count_rows = 1  # rows of the counts array it uses
 
     def __init__(
         self,
@@ -286,7 +316,7 @@ class _Plan:
         self.f, self.arr, self.comp, self.bufs = f, arr, comp, bufs
         self.anchors, self.width, self.comp_width, self.k, self.ordinal = anchors, width, comp_width, k, ordinal
 
-    def launch(self, count_ptr: int, n: int, stream: int) -> None:
+    def launch(self, count_ptr: int, pitch: int, n: int, stream: int) -> None:
         out, out_comp, index = self.bufs
         f, arr = self.f, self.arr
         suffix = "f16" if arr.dtype == np.float16 else "f32"
@@ -328,7 +358,8 @@ class _Plan:
 
     def fetch(self, counts: np.ndarray, stream: Any, staging: Callable[[str, int], np.ndarray]) -> _Fetch | None:
         """Queue the copies of the first max(counts) candidates of every frame into pinned staging
-        buffers (``staging(key, nbytes)``); None on overflow."""
+        buffers (``staging(key, nbytes)``); None on overflow. ``counts``: (1, n)."""
+        counts = counts[0]
         most = int(counts.max(initial=0))
         if most > self.k:
             return None
@@ -426,3 +457,97 @@ class _TopKPlan:
         return TopK(
             a[:, :k], a[:, k : 2 * k].view(np.int32), a[:, 2 * k], a[:, 2 * k + 1], (a.shape[0], *self.arr.shape[1:])
         )
+
+
+_RECORD_WORDS = 8  # cell, class, score, x1, y1, x2, y2, unused (see ef_gfl_boxes)
+
+
+class _GflPlan:
+    """Every stride of a GFL head for one run: a kernel per stride, all appending to one set of box
+    records (counts row 0: records per frame; row 1: cells with non-finite values), then one copy."""
+
+    count_rows = 2
+
+    def __init__(
+        self,
+        levels: list[tuple[CandidateFilter, DeviceArray, DeviceArray]],
+        records: DeviceArray,
+        capacity: int,
+        ordinal: int,
+    ) -> None:
+        self.levels, self.records, self.capacity, self.ordinal = levels, records, capacity, ordinal
+
+    def launch(self, count_ptr: int, pitch: int, n: int, stream: int) -> None:
+        for f, arr, comp in self.levels:
+            suffix = "f16" if arr.dtype == np.float16 else "f32"
+            anchors, classes = arr.shape[1], arr.shape[2]
+            kernel(f"ef_gfl_boxes_{suffix}", self.ordinal).launch(
+                ((anchors + 7) // 8, n, 1),
+                (256, 1, 1),
+                [
+                    (arr.ptr, PTR),
+                    (comp.ptr, PTR),
+                    (self.records.ptr, PTR),
+                    (count_ptr, PTR),
+                    (count_ptr + pitch, PTR),
+                    (anchors, I32),
+                    (classes, I32),
+                    (f.bins, I32),
+                    (f.grid_width, I32),
+                    (float(f.stride), F32),
+                    (f.first, I32),
+                    (self.capacity, I32),
+                    (f.threshold, F32),
+                    (int(f.multi_label), I32),
+                ],
+                stream,
+            )
+
+    def fetch(self, counts: np.ndarray, stream: Any, staging: Callable[[str, int], np.ndarray]) -> _GflFetch | None:
+        """Queue the copy of every frame's records into pinned staging; None on overflow."""
+        most = int(counts[0].max(initial=0))
+        if most > self.capacity:
+            return None
+        m = max(1, most)
+        n = counts.shape[1]
+        row_bytes, pitch = m * _RECORD_WORDS * 4, self.capacity * _RECORD_WORDS * 4
+        host = staging(":gfl", n * row_bytes)[: n * row_bytes].view(np.float32).reshape(n, m, _RECORD_WORDS)
+        rt = cudart()
+        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        check(
+            rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, self.records.ptr, pitch, row_bytes, n, d2h, stream),
+            "D2H box records",
+        )
+        return _GflFetch(self, counts[0].copy(), counts[1] > 0, host)
+
+
+class _GflFetch:
+    """A GFL head's records on their way to the host; :meth:`finish` (stream synchronised) puts them in
+    (frame, cell, class) order, the kernels' being arbitrary."""
+
+    def __init__(self, plan: _GflPlan, counts: np.ndarray, nonfinite: np.ndarray, host: np.ndarray) -> None:
+        self.plan, self.counts, self.nonfinite, self.host = plan, counts, nonfinite, host
+
+    def names(self) -> list[str]:
+        return [name for f, _, _ in self.plan.levels for name in (f.output, f.companion) if name]
+
+    def finish(self) -> dict[str, BoxCandidates | ConsumedOutput]:
+        n, m = self.host.shape[:2]
+        frame, slot = np.nonzero(np.arange(m)[None, :] < self.counts[:, None])
+        rec = self.host[frame, slot]  # a fresh array: the staging buffer is reused by the next run
+        ints = rec[:, :2].view(np.int32)
+        cells = sum(arr.shape[1] for _, arr, _ in self.plan.levels)
+        classes = max(arr.shape[2] for _, arr, _ in self.plan.levels)
+        key = (frame.astype(np.int64) * cells + ints[:, 0]) * classes + ints[:, 1]
+        order = np.argsort(key, kind="stable")
+        rec, frame = rec[order], frame[order]
+        ints = rec[:, :2].view(np.int32)
+        cell, cls = ints[:, 0].astype(np.int64), ints[:, 1].astype(np.int64)
+        score, box = rec[:, 2].copy(), rec[:, 3:7].copy()
+        result: dict[str, BoxCandidates | ConsumedOutput] = {}
+        for f, arr, comp in self.plan.levels:
+            shape = (n, arr.shape[1], arr.shape[2])
+            result[f.output] = BoxCandidates(frame, cell, cls, score, box, self.nonfinite, shape, f.first)
+            if f.companion:
+                result[f.companion] = ConsumedOutput((n, *comp.shape[1:]), comp.dtype, self.nonfinite)
+        return result

@@ -11,6 +11,8 @@
 // tensor (N, A, R) (its box distributions) gathered for the same anchors.
 // ef_top_k: the K largest values of each row of a classifier's (N, C) output and the row's
 // log-sum-exp, so only (N, K) values come back.
+// ef_gfl_boxes: a GFL head's (NanoDet) candidates with their boxes decoded: only (cell, class, score,
+// box) records come back.
 
 struct Row {                       // 64 bytes, mirrored by _ROW_DTYPE in _preprocess.py
     unsigned long long src;        // BGR/RGB: packed HWC rows; NV12: luma plane
@@ -300,3 +302,83 @@ extern "C" __global__ void ef_top_k_f32(const float* in, float* out, int C, int 
 extern "C" __global__ void ef_top_k_f16(const unsigned short* in, float* out, int C, int K) {
     top_k<unsigned short>(in, out, C, K);
 }
+
+// A GFL head's stride (NanoDet): scores (N, A, C) and box distributions (N, A, 4 * bins) -> records of
+// 8 32-bit words [cell, class, score, x1, y1, x2, y2, 0] appended to out (N, K, 8), count[n] of them
+// (every stride of a batch appends to the same records; count[n] may exceed K, then the caller falls back
+// to the full tensors). A record per (cell, class) with score > threshold (multi_label), or per cell for
+// its best class (lowest index on ties). The box: each side's distance is the expectation of the softmax
+// over its bins, times the stride, from the cell centre ((x + 0.5) * stride, (y + 0.5) * stride), cell
+// numbers offset by `first` (strides numbered one after the other). nonfinite[n] counts cells with a
+// score (or a kept cell's distribution) that is NaN or infinite. One warp per cell.
+// Grid: (ceil(A/8), N), block 256.
+template <typename T>
+__device__ void gfl_boxes(const T* __restrict__ scores, const T* __restrict__ reg, float* __restrict__ out,
+                          int* __restrict__ count, int* __restrict__ nonfinite, int A, int C, int bins,
+                          int grid_w, float stride, int first, int K, float threshold, int multi_label) {
+    const int lane = threadIdx.x & 31;
+    const int a = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int n = blockIdx.y;
+    if (a >= A) return;
+    const T* row = scores + ((long long)n * A + a) * C;
+    float best = -EF_INF;
+    int bi = 0x7fffffff, bad = 0;
+    for (int c = lane; c < C; c += 32) {
+        float v = load_score(row + c);
+        bad |= !(fabsf(v) <= 3.402823466e38f);
+        argmax_pair(best, bi, v, c);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, off);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        argmax_pair(best, bi, ov, oi);
+        bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+    }
+    if (bad && lane == 0) atomicAdd(nonfinite + n, 1);
+    if (!(best > threshold)) return;  // strictly above, as the host decoder compares
+    float d = 0.f;
+    if (lane < 4) {  // lane s: side s (left, top, right, bottom)
+        const T* r = reg + ((long long)n * A + a) * (4 * bins) + lane * bins;
+        float m = -EF_INF;
+        for (int i = 0; i < bins; ++i) m = fmaxf(m, load_score(r + i));
+        float sum = 0.f;
+        for (int i = 0; i < bins; ++i) sum += expf(load_score(r + i) - m);
+        float acc = 0.f;
+        for (int i = 0; i < bins; ++i) acc += (expf(load_score(r + i) - m) / sum) * (float)i;
+        d = acc * stride;
+    }
+    const float left = __shfl_sync(0xffffffffu, d, 0), top = __shfl_sync(0xffffffffu, d, 1);
+    const float right = __shfl_sync(0xffffffffu, d, 2), bottom = __shfl_sync(0xffffffffu, d, 3);
+    if (lane == 0 && !(fabsf(left + top + right + bottom) <= 3.402823466e38f)) atomicAdd(nonfinite + n, 1);
+    const float cx = ((float)(a % grid_w) + 0.5f) * stride, cy = ((float)(a / grid_w) + 0.5f) * stride;
+    float* base = out + (long long)n * K * 8;
+    for (int c = lane; c < C; c += 32) {
+        float v = load_score(row + c);
+        if (multi_label ? !(v > threshold) : c != bi) continue;
+        int slot = atomicAdd(count + n, 1);
+        if (slot >= K) continue;
+        float* rec = base + (long long)slot * 8;
+        ((int*)rec)[0] = first + a;
+        ((int*)rec)[1] = c;
+        rec[2] = v;
+        rec[3] = cx - left;
+        rec[4] = cy - top;
+        rec[5] = cx + right;
+        rec[6] = cy + bottom;
+        rec[7] = 0.f;
+    }
+}
+
+extern "C" __global__ void ef_gfl_boxes_f32(const float* scores, const float* reg, float* out, int* count,
+                                            int* nonfinite, int A, int C, int bins, int grid_w, float stride,
+                                            int first, int K, float threshold, int multi_label) {
+    gfl_boxes<float>(scores, reg, out, count, nonfinite, A, C, bins, grid_w, stride, first, K, threshold,
+                     multi_label);
+}
+extern "C" __global__ void ef_gfl_boxes_f16(const unsigned short* scores, const unsigned short* reg, float* out,
+                                            int* count, int* nonfinite, int A, int C, int bins, int grid_w,
+                                            float stride, int first, int K, float threshold, int multi_label) {
+    gfl_boxes<unsigned short>(scores, reg, out, count, nonfinite, A, C, bins, grid_w, stride, first, K,
+                              threshold, multi_label);
+}
+

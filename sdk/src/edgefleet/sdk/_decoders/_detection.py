@@ -11,11 +11,15 @@ from pydantic import Field
 from .._errors import DecoderError
 from .._preprocess import Transform
 from .._results import Detection
-from .._sparse import CandidateFilter, CandidateRows
+from .._sparse import BoxCandidates, CandidateFilter, CandidateRows
 from ._base import DecodeContext, Decoded, Decoder, DecoderParams
 from ._nms import nms_groups
 
-__all__ = ["NanoDetDecoder", "YoloDecoder"]
+__all__ = ["GFL_CAPACITY", "NanoDetDecoder", "YoloDecoder"]
+
+#: box records per frame a GPU backend returns for a GFL head (all strides); a frame with more gets the
+#: full tensors, decoded on the host
+GFL_CAPACITY = 4096
 
 
 class _DetectionParams(DecoderParams):
@@ -181,7 +185,7 @@ class NanoDetDecoder(Decoder):
         self.p = ctx.parse(NanoDetParams)
         self.keep = _class_filter(ctx, self.p)
         spec = ctx.manifest.input
-        self._levels: list[tuple[int, str, str, int, int]] = []  # stride, outputs, first cell, cells
+        self._levels: list[tuple[int, str, str, int, int, int]] = []  # stride, outputs, first cell, cells, grid w
         centres, strides = [], []
         first = 0
         for s in self.p.strides:
@@ -193,16 +197,32 @@ class NanoDetDecoder(Decoder):
             ys, xs = np.mgrid[0:gh, 0:gw]
             centres.append(np.stack([(xs.ravel() + 0.5) * s, (ys.ravel() + 0.5) * s], axis=1).astype(np.float32))
             strides.append(np.full(gh * gw, s, np.float32))
-            self._levels.append((s, cls_name, reg_name, first, gh * gw))
+            self._levels.append((s, cls_name, reg_name, first, gh * gw, gw))
             first += gh * gw
         self._centres = np.concatenate(centres)  # (every cell of every stride, 2)
         self._strides = np.concatenate(strides)[:, None]
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
 
     def candidate_filters(self) -> list[CandidateFilter]:
-        """Each stride's scores, with its box distributions gathered for the same cells."""
-        t = self.p.score_threshold
-        return [CandidateFilter(cls, t, "rows", companion=reg) for _, cls, reg, _, _ in self._levels]
+        """Each stride decoded on the GPU (a backend that cannot gets the full tensors): records of
+        (cell, class, score, box) above the threshold come back, every stride's together."""
+        p = self.p
+        return [
+            CandidateFilter(
+                cls,
+                p.score_threshold,
+                "gfl",
+                companion=reg,
+                capacity=GFL_CAPACITY,
+                stride=s,
+                grid_width=gw,
+                first=first,
+                bins=p.reg_max + 1,
+                multi_label=p.multi_label,
+                levels=len(self._levels),
+            )
+            for s, cls, reg, first, _, gw in self._levels
+        ]
 
     def _cells(self, outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The cells, over every stride, with a class score above the threshold: their frame, cell number
@@ -210,7 +230,7 @@ class NanoDetDecoder(Decoder):
         Per frame: stride by stride, cells in order."""
         bins, t = self.p.reg_max + 1, self.p.score_threshold
         frames, cells, scores, dists = [], [], [], []
-        for _, cls_name, reg_name, first, count in self._levels:
+        for _, cls_name, reg_name, first, count, _ in self._levels:
             raw, reg_raw = outputs[cls_name], outputs[reg_name]
             # GPU-filtered: only the cells with a score at or above the threshold, ascending within a frame
             index: np.ndarray | None = None
@@ -244,6 +264,15 @@ class NanoDetDecoder(Decoder):
         return np.concatenate(frames), np.concatenate(cells), np.concatenate(scores), np.concatenate(dists)
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
+        gpu = [outputs[cls_name] for _, cls_name, _, _, _, _ in self._levels]
+        if all(isinstance(b, BoxCandidates) for b in gpu):  # decoded on the GPU: only NMS and the rest left
+            b = gpu[0]
+            assert isinstance(b, BoxCandidates)
+            if b.shape[0] != len(transforms):
+                raise DecoderError(
+                    f"{self.ctx.manifest.ref}: {b.shape[0]} frames of candidates, {len(transforms)} transforms"
+                )
+            return _per_frame(self.ctx, self.p, self.keep, b.frame, b.box, b.score, b.cls, transforms)
         bins = self.p.reg_max + 1
         cell_frame, cell, sub, reg_rows = self._cells(outputs)
         if cell_frame.size == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -379,23 +380,30 @@ def test_candidate_rows_densify_to_the_declared_shape() -> None:
         CandidateRows(data, index[:, :2], dense.shape, axis=1)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("multi_label", [True, False])
-def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path, multi_label: bool) -> None:
-    """The filtered form (only the cells passing the threshold, with their indices) decodes to exactly the
-    detections of the full tensors."""
+def _nanodet_case(nanodet: Path, multi_label: bool) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:
+    """NanoDet's decoder, 4 frames of model outputs (frame 2 with no candidate), their transforms and
+    the detections decoded from the full tensors."""
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
-    from edgefleet.sdk._sparse import CandidateRows
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
     params = {**p.manifest.decoder.params(), "multi_label": multi_label}
     dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
-    n = 4
-    outs = _nanodet_outputs(p, n, 11)
+    outs = _nanodet_outputs(p, 4, 11)
     for level in ("cls_8", "cls_16", "cls_32"):
-        outs[level][2] = 0.0  # a frame with no candidate
-    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
-    want = dec.decode(outs, ts)
+        outs[level][2] = 0.0
+    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(4)]
+    return dec, outs, ts, dec.decode(outs, ts)
+
+
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path, multi_label: bool) -> None:
+    """The filtered form (only the cells passing the threshold, with their indices) decodes to exactly the
+    detections of the full tensors."""
+    from edgefleet.sdk._sparse import CandidateRows
+
+    dec, outs, ts, want = _nanodet_case(nanodet, multi_label)
+    n = len(ts)
     sparse: dict[str, object] = {}
     for f in dec.candidate_filters():  # what the GPU filter does, on the host
         cls_name, reg_name = f.output, str(f.companion)
@@ -416,20 +424,10 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_decoded_boxes(nanode
     """The GFL head decoded on the GPU (records of cell, class, score and box; here built on the host by
     the kernels' reference) gives the full tensors' detections: same classes and scores, boxes equal to
     float32 rounding. The records' dense views keep the declared shapes, and NaN marks a bad frame."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder
     from edgefleet.sdk._sparse import BoxCandidates, ConsumedOutput
     from tests.support.gfl_reference import gfl_records
 
-    p = load_package(nanodet)
-    names = tuple(o.name for o in p.manifest.outputs)
-    params = {**p.manifest.decoder.params(), "multi_label": multi_label}
-    dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
-    n = 4
-    outs = _nanodet_outputs(p, n, 11)
-    for level in ("cls_8", "cls_16", "cls_32"):
-        outs[level][2] = 0.0  # a frame with no candidate
-    ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(n)]
-    want = dec.decode(outs, ts)
+    dec, outs, ts, want = _nanodet_case(nanodet, multi_label)
     gpu = gfl_records(outs, dec.candidate_filters())
     assert isinstance(gpu["cls_16"], BoxCandidates) and isinstance(gpu["reg_16"], ConsumedOutput)
     got = dec.decode(gpu, ts)  # type: ignore[arg-type]

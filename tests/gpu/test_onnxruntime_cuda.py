@@ -4,6 +4,7 @@ pipeline's copy accounting (one upload per CPU-decoded frame, none with NVDEC)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -201,8 +202,10 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
     """NanoDet's strides are decoded on the GPU into (cell, class, score, box) records; the detections
     equal those from the full tensors of the same session, and the records equal the host reference of
     the kernel on those tensors. The thresholded-rows filter still gives the full tensors' rows."""
+    import dataclasses
+
     from edgefleet.sdk._sparse import BoxCandidates, CandidateRows, ConsumedOutput
-    from tests.support.gfl_reference import gfl_records
+    from tests.support.gfl_reference import gfl_nms_reference, gfl_records
 
     pkg = load_package(nanodet)
     model = load_model(pkg, OnnxRuntimeConfig(), device=ort_cuda, max_batch=4, warmup=False, buffers=1)
@@ -222,7 +225,9 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
     for i, f in enumerate(frames):
         model.preprocess(f, buf, i)
     model.preprocess.finish(buf, 4)
-    sparse = backend.infer(buf, 4)
+    final = backend.infer(buf, 4)
+    backend._candidates = {k: dataclasses.replace(f, nms_iou=None) for k, f in filters.items()}  # type: ignore[attr-defined]
+    sparse = backend.infer(buf, 4)  # the records, NMS left to the host
     backend._candidates = {}  # type: ignore[attr-defined]
     dense = backend.infer(buf, 4)
     rows_filters = {
@@ -238,6 +243,13 @@ def test_nanodet_gpu_candidates_decode_like_the_full_tensors(ort_cuda: str, nano
     for a in ("frame", "cell", "cls", "score"):
         np.testing.assert_array_equal(getattr(got_b, a), getattr(ref, a))
     np.testing.assert_allclose(got_b.box, ref.box, atol=1e-3, rtol=1e-5)
+    fin, want_fin = final["cls_16"], gfl_nms_reference(sparse["cls_16"], filters["cls_16"])
+    assert isinstance(fin, BoxCandidates) and fin.final and not got_b.final
+    assert 0 < fin.frame.size < got_b.frame.size
+    for a in ("frame", "cell", "cls", "score", "box"):
+        np.testing.assert_array_equal(getattr(fin, a), getattr(want_fin, a))
+    ts = [model.preprocess.transform_for(f.shape[1], f.shape[0]) for f in frames]  # type: ignore[attr-defined]
+    assert model.decoder.decode(final, ts) == model.decoder.decode(sparse, ts)  # type: ignore[attr-defined]
     for name in ("cls_8", "reg_8", "cls_32", "reg_32"):
         rows = rowwise[name]
         assert isinstance(rows, CandidateRows)
@@ -259,11 +271,13 @@ def test_gfl_kernel_matches_the_reference(gpu: str, dtype: type, multi_label: bo
     """Two strides appending to one set of records: the same (frame, cell, class) records as the host
     reference, scores exact, boxes to float32 rounding; ties go to the lower class; a frame with a NaN
     score is marked; a capacity too small for a frame means the full tensors (fetch gives None)."""
+    import dataclasses
+
     from edgefleet.sdk._backends._ort_cuda import _GflPlan
     from edgefleet.sdk._cuda._array import DeviceArray
     from edgefleet.sdk._cuda._memory import pinned_array
     from edgefleet.sdk._cuda._runtime import Stream
-    from tests.support.gfl_reference import gfl_records
+    from tests.support.gfl_reference import gfl_nms_reference, gfl_records
 
     rng = np.random.default_rng(7)
     grids = [(6, 5, 8), (3, 3, 16)]  # rows, columns, stride
@@ -291,9 +305,29 @@ def test_gfl_kernel_matches_the_reference(gpu: str, dtype: type, multi_label: bo
         comp.copy_from_host(dense[str(f.companion)])
     stream = Stream(0)
 
+    def ok_g_count(b: object) -> int:
+        return int((b.frame < 2).sum())  # type: ignore[attr-defined]
+
+    def run_nms(nms_levels: list[Any], f: CandidateFilter) -> Any:
+        out = DeviceArray.empty((3, f.max_detections, 8), np.float32, 0)
+        mask = None
+        if f.keep_classes is not None:
+            mask = DeviceArray.empty((7,), np.uint8, 0)
+            ok = np.zeros(7, np.uint8)
+            ok[list(f.keep_classes)] = 1
+            mask.copy_from_host(ok)
+        plan = _GflPlan(nms_levels, DeviceArray.empty((3, 512, 8), np.float32, 0), 512, 0, (out, mask))
+        counts = DeviceArray.zeros((3, 3), np.int32, 0)
+        plan.launch(counts.ptr, 3 * 4, 3, stream.handle)
+        stream.synchronize()
+        fetch = plan.fetch(counts.copy_to_host(), stream.raw, lambda key, nbytes: pinned_array((nbytes,), np.uint8))
+        stream.synchronize()
+        assert fetch is not None and fetch.final
+        return fetch.finish()["s0"]
+
     def run(capacity: int) -> object:
         plan = _GflPlan(levels, DeviceArray.empty((3, capacity, 8), np.float32, 0), capacity, 0)
-        counts = DeviceArray.zeros((2, 3), np.int32, 0)
+        counts = DeviceArray.zeros((3, 3), np.int32, 0)
         plan.launch(counts.ptr, 3 * 4, 3, stream.handle)
         stream.synchronize()
         fetch = plan.fetch(counts.copy_to_host(), stream.raw, lambda key, nbytes: pinned_array((nbytes,), np.uint8))
@@ -301,6 +335,17 @@ def test_gfl_kernel_matches_the_reference(gpu: str, dtype: type, multi_label: bo
         return fetch.finish()["s0"] if fetch is not None else None
 
     got, want = run(512), gfl_records(dense, filters)["s0"]
+    for extra in ({}, {"keep_classes": (1, 4, 6)}, {"pre_nms_top_k": 9, "max_detections": 4}, {"nms_iou": 0.0}):
+        f_nms = dataclasses.replace(
+            filters[0], **{"nms_iou": 0.45, "pre_nms_top_k": 1000, "max_detections": 100, **extra}
+        )
+        nms_levels = [(f_nms, *levels[0][1:]), *levels[1:]]
+        fin = run_nms(nms_levels, f_nms)
+        ref = gfl_nms_reference(got, f_nms)  # type: ignore[arg-type]
+        ok_f, ok_r = fin.frame < 2, ref.frame < 2
+        assert 0 < ok_f.sum() < ok_g_count(got), extra
+        for a in ("frame", "cell", "cls", "score", "box"):
+            np.testing.assert_array_equal(getattr(fin, a)[ok_f], getattr(ref, a)[ok_r], err_msg=str(extra))
     assert got.nonfinite.tolist() == want.nonfinite.tolist() == [False, False, True]  # type: ignore[attr-defined]
     ok_g, ok_w = got.frame < 2, want.frame < 2  # type: ignore[attr-defined]
     assert ok_g.sum() > 20

@@ -1,6 +1,6 @@
-"""What the ``ef_gfl_boxes`` kernels produce, computed on the host with the same float32 formulas: the
-reference the GPU tests hold the kernels to, and how CPU tests and ``tools/bench/decode_bench.py`` build
-:class:`BoxCandidates` without a GPU."""
+"""What the ``ef_gfl_boxes`` and ``ef_gfl_nms`` kernels produce, computed on the host with the same float32
+formulas: the reference the GPU tests hold the kernels to, and how CPU tests and
+``tools/bench/decode_bench.py`` build :class:`BoxCandidates` without a GPU."""
 
 from __future__ import annotations
 
@@ -67,3 +67,41 @@ def gfl_records(outputs: Mapping[str, np.ndarray], filters: Sequence[CandidateFi
         reg = outputs[f.companion or ""]
         out[f.companion or ""] = ConsumedOutput(reg.shape, reg.dtype, nonfinite)
     return out
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.float32:
+    """One pair's IoU in float32, step by step as numpy's NMS computes it."""
+    f = np.float32
+    area_a = f(max(a[2] - a[0], f(0))) * f(max(a[3] - a[1], f(0)))
+    area_b = f(max(b[2] - b[0], f(0))) * f(max(b[3] - b[1], f(0)))
+    w = f(max(f(min(a[2], b[2])) - f(max(a[0], b[0])), f(0)))
+    h = f(max(f(min(a[3], b[3])) - f(max(a[1], b[1])), f(0)))
+    inter = f(w * h)
+    union = f(f(area_a + area_b) - inter)
+    return f(inter / union) if union > 0 else f(0)
+
+
+def gfl_nms_reference(records: BoxCandidates, f: CandidateFilter) -> BoxCandidates:
+    """The textbook per-frame loop the device NMS must equal: the allowed classes, best score first
+    (ties: lower cell, then lower class), the first ``pre_nms_top_k``, greedy within a class, at most
+    ``max_detections``; the result is ``final``."""
+    iou = np.float32(f.nms_iou if f.nms_iou is not None else 1.0)
+    keep_rows: list[int] = []
+    for n in range(records.shape[0]):
+        rows = np.flatnonzero(records.frame == n)
+        if f.keep_classes is not None:
+            rows = rows[np.isin(records.cls[rows], f.keep_classes)]
+        rows = rows[np.lexsort((records.cls[rows], records.cell[rows], -records.score[rows]))][: f.pre_nms_top_k]
+        kept: list[int] = []
+        for r in rows.tolist():
+            if len(kept) >= f.max_detections:
+                break
+            same = [k for k in kept if records.cls[k] == records.cls[r]]
+            if all(_iou(records.box[k], records.box[r]) <= iou for k in same):
+                kept.append(r)
+        keep_rows.extend(kept)
+    k = np.asarray(keep_rows, np.int64)
+    return BoxCandidates(
+        records.frame[k], records.cell[k], records.cls[k], records.score[k], records.box[k], records.nonfinite,
+        records.shape, records.first, final=True,
+    )  # fmt: skip

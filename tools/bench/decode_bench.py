@@ -6,8 +6,9 @@
 Runs the model once on the CPU over the clip's first ``--batch`` frames, then times the package's
 decoder on those outputs: on the dense tensors (what a CPU backend hands over), on thresholded rows
 (:class:`CandidateRows`, built here on the host exactly as the kernels build them, in float16 when
-``--fp16``) and, for a GFL head (NanoDet), on the box records the GPU decodes (:class:`BoxCandidates`,
-built by the kernels' host reference in ``tests/support/gfl_reference.py``). No GPU needed: this is the post-processing
+``--fp16``) and, for a GFL head (NanoDet), on the box records the GPU decodes and on the detections its
+NMS leaves (:class:`BoxCandidates`, built by the kernels' host reference in
+``tests/support/gfl_reference.py``). No GPU needed: this is the post-processing
 thread's own work, the part of a GPU pipeline's post stage that is not waiting for the GIL.
 """
 
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from _harness import emit, load, machine
 
-from tests.support.gfl_reference import gfl_records
+from tests.support.gfl_reference import gfl_nms_reference, gfl_records
 
 
 def _rows(dense: np.ndarray, threshold: float, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -96,6 +97,7 @@ def main(argv: list[str]) -> None:
 
     gfl = [f for f in filters if f.layout == "gfl"]
     boxes: dict[str, Any] = {**dense, **gfl_records(dense, gfl)} if gfl else {}
+    final: dict[str, Any] = {**boxes, **{f.output: gfl_nms_reference(boxes[f.output], f) for f in gfl}}
     detections = sum(len(d.detections) for d in dec.decode(sparse, transforms))
     doc = {
         "command": "python tools/bench/decode_bench.py " + " ".join(argv),
@@ -110,7 +112,11 @@ def main(argv: list[str]) -> None:
         "dense_ms_per_batch": best_ms(dense),
         "candidates_ms_per_batch": best_ms(sparse),
         **(
-            {"gpu_boxes_ms_per_batch": best_ms(boxes), "box_records": int(boxes[gfl[0].output].frame.size)}
+            {
+                "gpu_boxes_ms_per_batch": best_ms(boxes),
+                "box_records": int(boxes[gfl[0].output].frame.size),
+                "gpu_nms_ms_per_batch": best_ms(final),
+            }
             if gfl
             else {}
         ),

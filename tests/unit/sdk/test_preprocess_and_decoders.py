@@ -380,14 +380,16 @@ def test_candidate_rows_densify_to_the_declared_shape() -> None:
         CandidateRows(data, index[:, :2], dense.shape, axis=1)  # type: ignore[arg-type]
 
 
-def _nanodet_case(nanodet: Path, multi_label: bool) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:
+def _nanodet_case(
+    nanodet: Path, multi_label: bool, **extra: Any
+) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:
     """NanoDet's decoder, 4 frames of model outputs (frame 2 with no candidate), their transforms and
     the detections decoded from the full tensors."""
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
-    params = {**p.manifest.decoder.params(), "multi_label": multi_label}
+    params = {**p.manifest.decoder.params(), "multi_label": multi_label, **extra}
     dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
     outs = _nanodet_outputs(p, 4, 11)
     for level in ("cls_8", "cls_16", "cls_32"):
@@ -425,7 +427,7 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_decoded_boxes(nanode
     the kernels' reference) gives the full tensors' detections: same classes and scores, boxes equal to
     float32 rounding. The records' dense views keep the declared shapes, and NaN marks a bad frame."""
     from edgefleet.sdk._sparse import BoxCandidates, ConsumedOutput
-    from tests.support.gfl_reference import gfl_records
+    from tests.support.gfl_reference import gfl_nms_reference, gfl_records
 
     dec, outs, ts, want = _nanodet_case(nanodet, multi_label)
     gpu = gfl_records(outs, dec.candidate_filters())
@@ -438,6 +440,11 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_decoded_boxes(nanode
         ]
         for a, b in zip(g.detections, w.detections, strict=True):
             np.testing.assert_allclose(a.box, b.box, atol=1e-3)
+    final = {**gpu}
+    for f in dec.candidate_filters():  # what the device NMS hands over: each frame's detections
+        final[f.output] = gfl_nms_reference(gpu[f.output], f)  # type: ignore[arg-type]
+    assert dec.decode(final, ts) == got  # type: ignore[arg-type]
+    assert final["cls_8"].final and final["cls_8"].frame.size == sum(len(d.detections) for d in got)  # type: ignore[attr-defined]
     dense = np.asarray(gpu["cls_16"])
     assert dense.shape == outs["cls_16"].shape and np.asarray(gpu["reg_16"]).shape == outs["reg_16"].shape
     kept = dense > 0
@@ -446,6 +453,26 @@ def test_nanodet_decoder_gives_the_same_detections_from_gpu_decoded_boxes(nanode
     bad = gfl_records(outs, dec.candidate_filters())
     assert np.isnan(np.asarray(bad["cls_8"])[1]).all() and np.isfinite(np.asarray(bad["cls_8"])[[0, 2, 3]]).all()
     assert np.isnan(np.asarray(bad["reg_8"])[1]).all()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"classes": ["person", "car", "chair"]}, {"pre_nms_top_k": 3, "max_detections": 2}, {"iou_threshold": 0.05}],
+)
+def test_device_nms_reference_finishes_frames_like_the_host(nanodet: Path, extra: dict[str, Any]) -> None:
+    """The device NMS's contract (its host reference): class filter, pre-NMS top k, greedy NMS and the
+    per-frame limit give exactly what the host finish gives on the same records."""
+    from tests.support.gfl_reference import gfl_nms_reference, gfl_records
+
+    dec, outs, ts, want = _nanodet_case(nanodet, True, **extra)
+    records = gfl_records(outs, dec.candidate_filters())
+    final = {**records}
+    for f in dec.candidate_filters():
+        final[f.output] = gfl_nms_reference(records[f.output], f)  # type: ignore[arg-type]
+    host = dec.decode(records, ts)  # type: ignore[arg-type]
+    assert dec.decode(final, ts) == host  # type: ignore[arg-type]
+    assert [len(d.detections) for d in host] == [len(d.detections) for d in want]
+    assert sum(len(d.detections) for d in host) > 0
 
 
 def test_yolo_decoder_gives_the_same_detections_from_gpu_candidates(toy_models: dict[str, Path]) -> None:
@@ -562,6 +589,9 @@ def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
             bins=nano.p.reg_max + 1,
             multi_label=True,
             levels=3,
+            nms_iou=nano.p.iou_threshold,
+            pre_nms_top_k=nano.p.pre_nms_top_k,
+            max_detections=nano.p.max_detections,
         )
         for s, g, first in zip(nano.p.strides, grids, firsts, strict=True)
     ]

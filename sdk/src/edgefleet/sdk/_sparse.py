@@ -40,7 +40,10 @@ class CandidateFilter:
     ``grid_width`` wide, numbered from ``first`` across strides; every ``gfl`` filter of a run appends to
     the same :class:`BoxCandidates` (at most ``capacity`` records per frame over all strides), one record
     per (cell, class) with a score above ``threshold`` (``multi_label``), else per cell for its best class.
-    ``levels``: the head's number of strides; a backend decodes them only when it took a filter for each."""
+    ``levels``: the head's number of strides; a backend decodes them only when it took a filter for each.
+    ``nms_iou`` (``gfl``): also finish each frame on the device as the host decoder would: only the
+    classes in ``keep_classes`` (all when None), the best ``pre_nms_top_k``, greedy NMS within a class at
+    this IoU threshold, at most ``max_detections``; the records that come back are then the detections."""
 
     output: str
     threshold: float
@@ -55,6 +58,10 @@ class CandidateFilter:
     bins: int = 0
     multi_label: bool = True
     levels: int = 1
+    nms_iou: float | None = None
+    pre_nms_top_k: int = 0
+    max_detections: int = 0
+    keep_classes: tuple[int, ...] | None = None
 
 
 class CandidateRows:
@@ -157,9 +164,11 @@ class BoxCandidates:
     infinite. The same records stand under every stride's score output; this one's logical shape is
     ``shape`` (N, cells, C), its cells ``first`` .. ``first + cells``. ``np.asarray`` gives that dense
     array: the kept scores in place, every other value zero, NaN across a frame marked non-finite.
+    ``final``: the device also ran NMS and the per-frame limits (the filter's ``nms_iou``): the records
+    are each frame's detections, best first.
     """
 
-    __slots__ = ("box", "cell", "cls", "first", "frame", "nonfinite", "score", "shape")
+    __slots__ = ("box", "cell", "cls", "final", "first", "frame", "nonfinite", "score", "shape")
 
     def __init__(
         self,
@@ -171,6 +180,7 @@ class BoxCandidates:
         nonfinite: np.ndarray,
         shape: tuple[int, int, int],
         first: int,
+        final: bool = False,
     ) -> None:
         k = frame.shape[0]
         if cell.shape != (k,) or cls.shape != (k,) or score.shape != (k,) or box.shape != (k, 4):
@@ -178,7 +188,7 @@ class BoxCandidates:
         if len(shape) != 3 or nonfinite.shape != (shape[0],):
             raise ValueError(f"inconsistent box candidates: shape {shape}, nonfinite {nonfinite.shape}")
         self.frame, self.cell, self.cls, self.score, self.box = frame, cell, cls, score, box
-        self.nonfinite, self.shape, self.first = nonfinite, shape, first
+        self.nonfinite, self.shape, self.first, self.final = nonfinite, shape, first, final
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.zeros(self.shape, np.float32)
@@ -191,7 +201,7 @@ class BoxCandidates:
         return np.asarray(self)[key]
 
     def __repr__(self) -> str:
-        return f"BoxCandidates(shape={self.shape}, records={self.frame.shape[0]})"
+        return f"BoxCandidates(shape={self.shape}, records={self.frame.shape[0]}, final={self.final})"
 
 
 class ConsumedOutput:

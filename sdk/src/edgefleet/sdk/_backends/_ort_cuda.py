@@ -38,7 +38,7 @@ from .._sparse import BoxCandidates, CandidateFilter, CandidateRows, ConsumedOut
 if TYPE_CHECKING:
     from ._onnxruntime import Lane, OnnxRuntimeBackend
 
-__all__ = ["DeviceBinding", "TOP_K_MAX", "TOP_K_MAX_COLUMNS"]
+__all__ = ["GFL_NMS_MAX", "TOP_K_MAX", "TOP_K_MAX_COLUMNS", "DeviceBinding"]
 
 TOP_K_MAX = 64  # k rounds of a block-wide arg-max: fine for a handful, not for hundreds
 TOP_K_MAX_COLUMNS = 12_000  # the row is held in shared memory (48 KiB without opting in to more)
@@ -267,7 +267,28 @@ class DeviceBinding:
         records = self._cand.get(":gfl")
         if records is None or records[0].shape[1] != capacity:
             records = self._cand[":gfl"] = (DeviceArray.empty((self.rows, capacity, 8), np.float32, self.ordinal),)
-        return _GflPlan(levels, records[0], capacity, self.ordinal)
+        return _GflPlan(levels, records[0], capacity, self.ordinal, self._gfl_nms(levels[0][0], levels[0][1]))
+
+    def _gfl_nms(self, f: CandidateFilter, scores: DeviceArray) -> tuple[DeviceArray, DeviceArray | None] | None:
+        """The device NMS's output records (rows, max_detections, 8) and class mask, when the filter asks
+        for it and its limits fit the kernel."""
+        if f.nms_iou is None or not 0 < f.max_detections <= GFL_NMS_MAX or f.pre_nms_top_k < 1:
+            return None
+        classes = scores.shape[2]
+        key = f":gfl-nms:{f.max_detections}:{f.keep_classes}"
+        bufs = self._cand.get(key)
+        if bufs is None:
+            out = DeviceArray.empty((self.rows, f.max_detections, 8), np.float32, self.ordinal)
+            if f.keep_classes is None:
+                bufs = (out,)
+            else:
+                ok = np.zeros(classes, np.uint8)
+                ok[[c for c in f.keep_classes if 0 <= c < classes]] = 1
+                mask = DeviceArray.empty((classes,), np.uint8, self.ordinal)
+                mask.copy_from_host(ok)
+                bufs = (out, mask)
+            self._cand[key] = bufs
+        return bufs[0], (bufs[1] if len(bufs) > 1 else None)
 
     def _plan(self, f: CandidateFilter) -> _Plan | None:
         arr = self.outputs.get(f.output)
@@ -462,11 +483,16 @@ class _TopKPlan:
 _RECORD_WORDS = 8  # cell, class, score, x1, y1, x2, y2, unused (see ef_gfl_boxes)
 
 
+GFL_NMS_MAX = 2048  # EF_NMS_MAX: records a frame may hold for the device NMS (one block sorts them)
+
+
 class _GflPlan:
     """Every stride of a GFL head for one run: a kernel per stride, all appending to one set of box
-    records (counts row 0: records per frame; row 1: cells with non-finite values), then one copy."""
+    records (counts row 0: records per frame; row 1: cells with non-finite values), then, when the
+    filter asks, the device NMS (row 2: detections per frame, -1 where a frame had too many records for
+    it), then one copy: the detections, or the records when the NMS could not finish every frame."""
 
-    count_rows = 2
+    count_rows = 3
 
     def __init__(
         self,
@@ -474,8 +500,9 @@ class _GflPlan:
         records: DeviceArray,
         capacity: int,
         ordinal: int,
+        nms: tuple[DeviceArray, DeviceArray | None] | None = None,
     ) -> None:
-        self.levels, self.records, self.capacity, self.ordinal = levels, records, capacity, ordinal
+        self.levels, self.records, self.capacity, self.ordinal, self.nms = levels, records, capacity, ordinal, nms
 
     def launch(self, count_ptr: int, pitch: int, n: int, stream: int) -> None:
         for f, arr, comp in self.levels:
@@ -502,31 +529,59 @@ class _GflPlan:
                 ],
                 stream,
             )
+        if self.nms is not None:
+            f, arr = self.levels[0][0], self.levels[0][1]
+            out, mask = self.nms
+            kernel("ef_gfl_nms", self.ordinal).launch(
+                (n, 1, 1),
+                (256, 1, 1),
+                [
+                    (self.records.ptr, PTR),
+                    (count_ptr, PTR),
+                    (out.ptr, PTR),
+                    (count_ptr + 2 * pitch, PTR),
+                    (mask.ptr if mask is not None else 0, PTR),
+                    (self.capacity, I32),
+                    (f.max_detections, I32),
+                    (f.pre_nms_top_k, I32),
+                    (float(f.nms_iou or 0.0), F32),
+                    (arr.shape[2], I32),
+                ],
+                stream,
+            )
 
     def fetch(self, counts: np.ndarray, stream: Any, staging: Callable[[str, int], np.ndarray]) -> _GflFetch | None:
-        """Queue the copy of every frame's records into pinned staging; None on overflow."""
+        """Queue the copy of every frame's detections (device NMS) or records into pinned staging; None on
+        overflow (the full tensors are copied instead)."""
         most = int(counts[0].max(initial=0))
         if most > self.capacity:
             return None
-        m = max(1, most)
         n = counts.shape[1]
-        row_bytes, pitch = m * _RECORD_WORDS * 4, self.capacity * _RECORD_WORDS * 4
+        final = self.nms is not None and bool((counts[2] >= 0).all())
+        src, per = (
+            (self.nms[0], self.nms[0].shape[1]) if final and self.nms is not None else (self.records, self.capacity)
+        )
+        kept = counts[2] if final else counts[0]
+        m = max(1, int(kept.max(initial=0)))
+        row_bytes, pitch = m * _RECORD_WORDS * 4, per * _RECORD_WORDS * 4
         host = staging(":gfl", n * row_bytes)[: n * row_bytes].view(np.float32).reshape(n, m, _RECORD_WORDS)
         rt = cudart()
         d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(
-            rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, self.records.ptr, pitch, row_bytes, n, d2h, stream),
+            rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, n, d2h, stream),
             "D2H box records",
         )
-        return _GflFetch(self, counts[0].copy(), counts[1] > 0, host)
+        return _GflFetch(self, kept.copy(), counts[1] > 0, host, final)
 
 
 class _GflFetch:
     """A GFL head's records on their way to the host; :meth:`finish` (stream synchronised) puts them in
     (frame, cell, class) order, the kernels' being arbitrary."""
 
-    def __init__(self, plan: _GflPlan, counts: np.ndarray, nonfinite: np.ndarray, host: np.ndarray) -> None:
-        self.plan, self.counts, self.nonfinite, self.host = plan, counts, nonfinite, host
+    def __init__(
+        self, plan: _GflPlan, counts: np.ndarray, nonfinite: np.ndarray, host: np.ndarray, final: bool
+    ) -> None:
+        self.plan, self.counts, self.nonfinite, self.host, self.final = plan, counts, nonfinite, host, final
 
     def names(self) -> list[str]:
         return [name for f, _, _ in self.plan.levels for name in (f.output, f.companion) if name]
@@ -538,16 +593,17 @@ class _GflFetch:
         ints = rec[:, :2].view(np.int32)
         cells = sum(arr.shape[1] for _, arr, _ in self.plan.levels)
         classes = max(arr.shape[2] for _, arr, _ in self.plan.levels)
-        key = (frame.astype(np.int64) * cells + ints[:, 0]) * classes + ints[:, 1]
-        order = np.argsort(key, kind="stable")
-        rec, frame = rec[order], frame[order]
-        ints = rec[:, :2].view(np.int32)
+        if not self.final:  # records in the kernels' order: put them in (frame, cell, class) order
+            key = (frame.astype(np.int64) * cells + ints[:, 0]) * classes + ints[:, 1]
+            order = np.argsort(key, kind="stable")
+            rec, frame = rec[order], frame[order]
+            ints = rec[:, :2].view(np.int32)
         cell, cls = ints[:, 0].astype(np.int64), ints[:, 1].astype(np.int64)
         score, box = rec[:, 2].copy(), rec[:, 3:7].copy()
         result: dict[str, BoxCandidates | ConsumedOutput] = {}
         for f, arr, comp in self.plan.levels:
             shape = (n, arr.shape[1], arr.shape[2])
-            result[f.output] = BoxCandidates(frame, cell, cls, score, box, self.nonfinite, shape, f.first)
+            result[f.output] = BoxCandidates(frame, cell, cls, score, box, self.nonfinite, shape, f.first, self.final)
             if f.companion:
                 result[f.companion] = ConsumedOutput((n, *comp.shape[1:]), comp.dtype, self.nonfinite)
         return result

@@ -382,3 +382,110 @@ extern "C" __global__ void ef_gfl_boxes_f16(const unsigned short* scores, const 
                               threshold, multi_label);
 }
 
+// NMS over one frame's GFL records, what the host decoder does after them (_detection._per_frame):
+// records whose class class_ok allows (all when null), ordered best score first (ties: lower cell, then
+// lower class: the host's candidate order), the first top_k of them, greedy suppression within a class
+// (a box goes when a kept box of its class overlaps it by IoU not <= iou, the IoU computed as numpy does
+// it in float32), at most D kept. out: (N, D, 8) the kept records best first, out_count[n] their number,
+// or -1 when the frame has more than EF_NMS_MAX records (the host then does it). One block per frame.
+#define EF_NMS_MAX 2048
+
+__device__ __forceinline__ bool nms_before(float sa, int ta, float sb, int tb) {
+    return sa > sb || (sa == sb && ta < tb);
+}
+
+extern "C" __global__ void ef_gfl_nms(const float* __restrict__ records, const int* __restrict__ count,
+                                      float* __restrict__ out, int* __restrict__ out_count,
+                                      const unsigned char* __restrict__ class_ok, int K, int D, int top_k,
+                                      float iou, int classes) {
+    __shared__ float s_score[EF_NMS_MAX];
+    __shared__ int s_tie[EF_NMS_MAX];
+    __shared__ short s_idx[EF_NMS_MAX];
+    __shared__ unsigned char s_state[EF_NMS_MAX];  // 0 alive, 1 suppressed, 2 kept
+    __shared__ int s_valid, s_kept;
+    const int n = blockIdx.x, t = threadIdx.x;
+    const int m = count[n];
+    if (m > K || m > EF_NMS_MAX) {
+        if (t == 0) out_count[n] = -1;
+        return;
+    }
+    int P = 1;
+    while (P < m) P <<= 1;
+    const float* rec = records + (long long)n * K * 8;
+    if (t == 0) { s_valid = 0; s_kept = 0; }
+    __syncthreads();
+    for (int i = t; i < P; i += blockDim.x) {
+        float sc = -EF_INF;
+        int tie = 0x7fffffff;
+        if (i < m) {
+            const int* r = (const int*)(rec + (long long)i * 8);
+            const int cell = r[0], cls = r[1];
+            if (class_ok == 0 || class_ok[cls]) {
+                sc = rec[(long long)i * 8 + 2];
+                tie = cell * classes + cls;
+                atomicAdd(&s_valid, 1);
+            }
+        }
+        s_score[i] = sc;
+        s_tie[i] = tie;
+        s_idx[i] = (short)i;
+        s_state[i] = 0;
+    }
+    __syncthreads();
+    for (int k = 2; k <= P; k <<= 1) {  // bitonic sort into nms_before order
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = t; i < P; i += blockDim.x) {
+                const int x = i ^ j;
+                if (x <= i) continue;
+                const bool forward = (i & k) == 0;
+                const bool swap = forward ? nms_before(s_score[x], s_tie[x], s_score[i], s_tie[i])
+                                          : nms_before(s_score[i], s_tie[i], s_score[x], s_tie[x]);
+                if (swap) {
+                    float fs = s_score[i]; s_score[i] = s_score[x]; s_score[x] = fs;
+                    int ti = s_tie[i]; s_tie[i] = s_tie[x]; s_tie[x] = ti;
+                    short si = s_idx[i]; s_idx[i] = s_idx[x]; s_idx[x] = si;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    const int L = min(s_valid, top_k);
+    for (int i = 0; i < L; ++i) {
+        if (s_state[i] != 0) continue;  // the same for every thread: settled before this round
+        if (s_kept >= D) break;
+        __syncthreads();  // every thread has read s_kept
+        if (t == 0) { s_state[i] = 2; s_kept += 1; }
+        const float* bi = rec + (long long)s_idx[i] * 8;
+        const int ci = ((const int*)bi)[1];
+        const float ax1 = bi[3], ay1 = bi[4], ax2 = bi[5], ay2 = bi[6];
+        // __fmul_rn / __fadd_rn: never fused into an FMA (this file is compiled with fast math), so the
+        // IoU rounds exactly as numpy's float32 does and the same boxes are kept
+        const float area_i = __fmul_rn(fmaxf(ax2 - ax1, 0.f), fmaxf(ay2 - ay1, 0.f));
+        for (int j = i + 1 + t; j < L; j += blockDim.x) {
+            if (s_state[j] != 0) continue;
+            const float* bj = rec + (long long)s_idx[j] * 8;
+            if (((const int*)bj)[1] != ci) continue;
+            const float bx1 = bj[3], by1 = bj[4], bx2 = bj[5], by2 = bj[6];
+            const float area_j = __fmul_rn(fmaxf(bx2 - bx1, 0.f), fmaxf(by2 - by1, 0.f));
+            const float w = fmaxf(fminf(ax2, bx2) - fmaxf(ax1, bx1), 0.f);
+            const float h = fmaxf(fminf(ay2, by2) - fmaxf(ay1, by1), 0.f);
+            const float inter = __fmul_rn(w, h);
+            const float uni = __fsub_rn(__fadd_rn(area_i, area_j), inter);
+            const float ov = uni > 0.f ? __fdiv_rn(inter, uni) : 0.f;  // IEEE division, as numpy's, under fast math
+            if (!(ov <= iou)) s_state[j] = 1;
+        }
+        __syncthreads();
+    }
+    __syncthreads();
+    if (t == 0) {
+        float* dst = out + (long long)n * D * 8;
+        int r = 0;
+        for (int i = 0; i < L && r < D; ++i) {
+            if (s_state[i] != 2) continue;
+            const float* src = rec + (long long)s_idx[i] * 8;
+            for (int w = 0; w < 8; ++w) dst[(long long)r * 8 + w] = src[w];
+            ++r;
+        }
+        out_count[n] = r;
+    }
+}

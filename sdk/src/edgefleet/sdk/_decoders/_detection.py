@@ -85,7 +85,23 @@ def _per_frame(
     if (np.diff(starts) > p.max_detections).any():
         sel = np.arange(frame.size) - starts[frame] < p.max_detections
         frame, boxes, scores, classes = frame[sel], boxes[sel], scores[sel], classes[sel]
-        starts = np.searchsorted(frame, np.arange(n + 1), side="left")
+    return _finish(ctx, frame, boxes, scores, classes, transforms)
+
+
+def _finish(
+    ctx: DecodeContext,
+    frame: np.ndarray,
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    transforms: Sequence[Transform],
+) -> list[Decoded]:
+    """A batch's detections (``frame`` ascending, each frame's best first) -> source pixels -> one
+    :class:`Decoded` per frame."""
+    n = len(transforms)
+    if frame.size == 0:
+        return [Decoded() for _ in range(n)]
+    starts = np.searchsorted(frame, np.arange(n + 1), side="left")
     src = _to_source(boxes, frame, transforms)
     label = ctx.label
     dets = [
@@ -204,8 +220,9 @@ class NanoDetDecoder(Decoder):
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
 
     def candidate_filters(self) -> list[CandidateFilter]:
-        """Each stride decoded on the GPU (a backend that cannot gets the full tensors): records of
-        (cell, class, score, box) above the threshold come back, every stride's together."""
+        """Each stride decoded on the GPU (a backend that cannot gets the full tensors), then NMS and the
+        per-frame limits there too: each frame's detections come back, every stride's together (or, when
+        a frame has too many records for the device NMS, the records, finished here)."""
         p = self.p
         return [
             CandidateFilter(
@@ -220,6 +237,10 @@ class NanoDetDecoder(Decoder):
                 bins=p.reg_max + 1,
                 multi_label=p.multi_label,
                 levels=len(self._levels),
+                nms_iou=p.iou_threshold,
+                pre_nms_top_k=p.pre_nms_top_k,
+                max_detections=p.max_detections,
+                keep_classes=None if self.keep is None else tuple(int(c) for c in np.flatnonzero(self.keep)),
             )
             for s, cls, reg, first, _, gw in self._levels
         ]
@@ -272,6 +293,8 @@ class NanoDetDecoder(Decoder):
                 raise DecoderError(
                     f"{self.ctx.manifest.ref}: {b.shape[0]} frames of candidates, {len(transforms)} transforms"
                 )
+            if b.final:  # the device ran NMS and the limits too: these are the detections
+                return _finish(self.ctx, b.frame, b.box, b.score, b.cls, transforms)
             return _per_frame(self.ctx, self.p, self.keep, b.frame, b.box, b.score, b.cls, transforms)
         bins = self.p.reg_max + 1
         cell_frame, cell, sub, reg_rows = self._cells(outputs)

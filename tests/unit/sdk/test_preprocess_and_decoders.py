@@ -380,6 +380,32 @@ def test_candidate_rows_densify_to_the_declared_shape() -> None:
         CandidateRows(data, index[:, :2], dense.shape, axis=1)  # type: ignore[arg-type]
 
 
+def test_box_candidates_densify_per_output_and_refuse_inconsistent_records() -> None:
+    """Each stride's BoxCandidates densifies only its own cells (the records are shared); a frame marked
+    non-finite is NaN in every dense view, the consumed distributions too; mismatched arrays are refused."""
+    from edgefleet.sdk._sparse import BoxCandidates, ConsumedOutput
+
+    frame = np.array([0, 0, 1, 1])
+    cell = np.array([2, 7, 3, 12])  # cells 0..9 belong to the first output, 10..14 to the second
+    cls = np.array([1, 0, 2, 1])
+    score = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+    box = np.arange(16, dtype=np.float32).reshape(4, 4)
+    bad = np.array([False, False, True])
+    first = BoxCandidates(frame, cell, cls, score, box, bad, (3, 10, 3), 0)
+    second = BoxCandidates(frame, cell, cls, score, box, bad, (3, 5, 3), 10)
+    a, b = np.asarray(first), np.asarray(second)
+    assert a.shape == (3, 10, 3) and b.shape == (3, 5, 3)
+    assert a[0, 2, 1] == np.float32(0.9) and a[0, 7, 0] == np.float32(0.8) and a[1, 3, 2] == np.float32(0.7)
+    assert b[1, 2, 1] == np.float32(0.6) and np.count_nonzero(b[:2]) == 1 and np.count_nonzero(a[:2]) == 3
+    assert np.isnan(a[2]).all() and np.isnan(b[2]).all() and not first.final
+    consumed = np.asarray(ConsumedOutput((3, 5, 32), np.float16, bad))
+    assert consumed.dtype == np.float16 and np.isnan(consumed[2]).all() and not consumed[:2].any()
+    with pytest.raises(ValueError):
+        BoxCandidates(frame, cell[:3], cls, score, box, bad, (3, 10, 3), 0)
+    with pytest.raises(ValueError):
+        BoxCandidates(frame, cell, cls, score, box, bad[:2], (3, 10, 3), 0)
+
+
 def _nanodet_case(
     nanodet: Path, multi_label: bool, **extra: Any
 ) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,50 @@ def test_block_queue_waits_and_never_drops() -> None:
     assert done.wait(2)
     t.join()
     assert q.dropped == 0
+
+
+def test_a_take_wakes_only_that_streams_blocked_source() -> None:
+    """Two streams' sources blocked on full queues (waiting up to 5 s a round): taking a frame from one
+    queue lets its source in at once, and the other source is not woken by it (it wakes only when its own
+    queue has room)."""
+    cond = threading.Condition()
+    pool = FramePool((2, 2, 3), 8)
+    qs = [FrameQueue(1, OverflowPolicy.BLOCK, cond) for _ in range(2)]
+    stop = threading.Event()
+    for q in qs:
+        q.put(_frame(pool, seq=0), stop)
+    entered = [threading.Event(), threading.Event()]
+    wakeups = [0, 0]
+
+    class Counting(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            r = super().wait(timeout)
+            wakeups[self.index] += 1
+            return r
+
+    for i, q in enumerate(qs):
+        counting = Counting(cond)  # type: ignore[arg-type]
+        counting.index = i  # type: ignore[attr-defined]
+        q._not_full = counting  # type: ignore[attr-defined]
+
+    def producer(i: int) -> None:
+        qs[i].put(_frame(pool, seq=1), stop, timeout=5.0)
+        entered[i].set()
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    with cond:
+        qs[0].pop()
+    assert entered[0].wait(2) and time.monotonic() - t0 < 1.0
+    assert not entered[1].wait(0.3) and wakeups[1] == 0
+    with cond:
+        qs[1].pop()
+    assert entered[1].wait(2)
+    for t in threads:
+        t.join()
 
 
 def test_batcher_round_robins_streams_and_ends() -> None:

@@ -406,6 +406,30 @@ def test_box_candidates_densify_per_output_and_refuse_inconsistent_records() -> 
         BoxCandidates(frame, cell, cls, score, box, bad[:2], (3, 10, 3), 0)
 
 
+def test_all_finite_answers_from_the_sparse_forms_without_densifying(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swap's health checks ask every output of every batch in the window whether it is finite; the
+    GPU filters' forms answer from what they carry (densifying is refused here to prove it) and agree
+    with their dense views."""
+    from edgefleet.sdk._sparse import BoxCandidates, CandidateRows, ConsumedOutput, TopK, all_finite
+
+    dense = np.ones((2, 5, 3), np.float32)
+    data, index = _candidates(dense, 1, 0.5)
+    rows = CandidateRows(data, index, dense.shape, axis=1)  # type: ignore[arg-type]
+    bad_rows = CandidateRows(np.where(data > 0, np.nan, data), index, dense.shape, axis=1)  # type: ignore[arg-type]
+    top = TopK(np.ones((2, 1), np.float32), np.zeros((2, 1), np.int32), np.array([1.0, np.nan], np.float32),
+               np.zeros(2, np.float32), (2, 4))  # fmt: skip
+    z = np.zeros(0, np.int64)
+    boxes = BoxCandidates(z, z, z, z.astype(np.float32), np.zeros((0, 4), np.float32), np.array([False, True]),
+                          (2, 5, 3), 0)  # fmt: skip
+    consumed = ConsumedOutput((2, 5, 32), np.float32, np.array([False, False]))
+    want = {id(x): bool(np.isfinite(np.asarray(x)).all()) for x in (rows, bad_rows, top, boxes, consumed)}
+    for cls in (CandidateRows, TopK, BoxCandidates, ConsumedOutput):
+        monkeypatch.setattr(cls, "__array__", lambda *a, **k: pytest.fail("densified"))
+    got = {id(x): all_finite(x) for x in (rows, bad_rows, top, boxes, consumed)}
+    assert got == want and list(got.values()) == [True, False, False, False, True]
+    assert all_finite(np.arange(3)) and not all_finite(np.array([0.0, np.inf]))
+
+
 def _nanodet_case(
     nanodet: Path, multi_label: bool, **extra: Any
 ) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:
@@ -422,29 +446,6 @@ def _nanodet_case(
         outs[level][2] = 0.0
     ts = [compute_transform(416 + 32 * i, 416, p.manifest.input) for i in range(4)]
     return dec, outs, ts, dec.decode(outs, ts)
-
-
-@pytest.mark.parametrize("multi_label", [True, False])
-def test_nanodet_decoder_gives_the_same_detections_from_gpu_candidates(nanodet: Path, multi_label: bool) -> None:
-    """The filtered form (only the cells passing the threshold, with their indices) decodes to exactly the
-    detections of the full tensors."""
-    from edgefleet.sdk._sparse import CandidateRows
-
-    dec, outs, ts, want = _nanodet_case(nanodet, multi_label)
-    n = len(ts)
-    sparse: dict[str, object] = {}
-    for f in dec.candidate_filters():  # what the GPU filter does, on the host
-        cls_name, reg_name = f.output, str(f.companion)
-        data, index = _candidates(outs[cls_name], 1, f.threshold)
-        reg = np.zeros((n, index.shape[1], outs[reg_name].shape[2]), np.float32)
-        for i in range(n):
-            k = index[i][index[i] >= 0]
-            reg[i, : len(k)] = outs[reg_name][i][k]
-        sparse[cls_name] = CandidateRows(data, index, outs[cls_name].shape, axis=1)
-        sparse[reg_name] = CandidateRows(reg, index, outs[reg_name].shape, axis=1)
-    got = dec.decode(sparse, ts)  # type: ignore[arg-type]
-    assert sum(len(d.detections) for d in want) > 10
-    assert got == want
 
 
 @pytest.mark.parametrize("multi_label", [True, False])

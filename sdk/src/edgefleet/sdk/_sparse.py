@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["BoxCandidates", "CandidateFilter", "CandidateRows", "ConsumedOutput", "TopK"]
+__all__ = ["BoxCandidates", "CandidateFilter", "CandidateRows", "ConsumedOutput", "TopK", "all_finite"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ class CandidateRows:
             raise ValueError(f"inconsistent candidates: data {data.shape}, index {index.shape}, axis {axis}")
         self.data, self.index, self.shape, self.axis = data, index, shape, axis
 
+    def all_finite(self) -> bool:
+        """No NaN or infinity among the kept anchors (the left-out ones are zeros)."""
+        return self.data.dtype.kind != "f" or bool(np.isfinite(self.data).all())
+
     def counts(self) -> np.ndarray:
         """Kept anchors per frame."""
         return np.asarray((self.index >= 0).sum(axis=1))
@@ -127,6 +131,10 @@ class TopK:
         if values.ndim != 2 or index.shape != values.shape or values.shape[0] != n or lse.shape != (n,):
             raise ValueError(f"inconsistent top k: values {values.shape}, index {index.shape}, shape {shape}")
         self.values, self.index, self.lse, self.low, self.shape = values, index, lse, low, shape
+
+    def all_finite(self) -> bool:
+        """No row held a NaN or an infinity (its log-sum-exp is NaN then)."""
+        return bool(np.isfinite(self.lse).all())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         n = self.shape[0]
@@ -190,6 +198,9 @@ class BoxCandidates:
         self.frame, self.cell, self.cls, self.score, self.box = frame, cell, cls, score, box
         self.nonfinite, self.shape, self.first, self.final = nonfinite, shape, first, final
 
+    def all_finite(self) -> bool:
+        return not self.nonfinite.any()
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.zeros(self.shape, np.float32)
         mine = (self.cell >= self.first) & (self.cell < self.first + self.shape[1])
@@ -214,6 +225,9 @@ class ConsumedOutput:
     def __init__(self, shape: tuple[int, ...], dtype: Any, nonfinite: np.ndarray) -> None:
         self.shape, self.dtype, self.nonfinite = shape, np.dtype(dtype), nonfinite
 
+    def all_finite(self) -> bool:
+        return not self.nonfinite.any()
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.zeros(self.shape, self.dtype)
         out[self.nonfinite] = np.nan
@@ -224,3 +238,14 @@ class ConsumedOutput:
 
     def __repr__(self) -> str:
         return f"ConsumedOutput(shape={self.shape}, dtype={self.dtype})"
+
+
+def all_finite(value: Any) -> bool:
+    """Whether a model output holds no NaN or infinity. The GPU filters' forms answer from what they
+    carry, without building the dense tensor (tens of MB a batch for a detector's scores): the health
+    checks of a swap run this on every batch of its window."""
+    check = getattr(value, "all_finite", None)
+    if check is not None:
+        return bool(check())
+    arr = np.asarray(value)
+    return arr.dtype.kind != "f" or bool(np.isfinite(arr).all())

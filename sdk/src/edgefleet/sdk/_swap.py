@@ -26,6 +26,7 @@ from ._errors import EdgefleetError
 from ._metrics import LatencyWindow
 from ._model import LoadedModel, load_model
 from ._package import ModelPackage
+from ._sparse import all_finite
 
 if TYPE_CHECKING:
     from ._pipeline import Pipeline
@@ -128,8 +129,7 @@ class Swapper:
         if h is None or h.model is not model:
             return None
         for name, value in outputs.items():
-            arr = np.asarray(value)
-            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            if not all_finite(value):
                 return self.fail(model, f"output {name} is not finite (NaN/Inf)")
         h.latency.add(infer_ms)
         return None
@@ -299,10 +299,10 @@ class Swapper:
             arr = outputs.get(spec.name)
             if arr is None:
                 return f"output {spec.name} missing"
-            arr = np.asarray(arr)
-            if arr.shape[0] != n or any(d not in (-1, r) for d, r in zip(spec.shape[1:], arr.shape[1:], strict=False)):
-                return f"output {spec.name} has shape {list(arr.shape)}, the manifest says {list(spec.shape)}"
-            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            shape = np.shape(arr)  # the sparse forms carry their logical shape: no dense copy
+            if shape[0] != n or any(d not in (-1, r) for d, r in zip(spec.shape[1:], shape[1:], strict=False)):
+                return f"output {spec.name} has shape {list(shape)}, the manifest says {list(spec.shape)}"
+            if not all_finite(arr):
                 return f"output {spec.name} is not finite (NaN/Inf) on real frames"
         new.decoder.decode(outputs, [new.preprocess.transform_for(64, 64)] * n)  # the decoder must accept them
         if budget_ms is not None and warm_ms > budget_ms:

@@ -87,8 +87,10 @@ class Backend(ABC):
     @abstractmethod
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
         """Run rows ``[0, n)`` of ``buffer``; outputs are host arrays with ``n`` rows each. A detector
-        output a GPU filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows` or
-        :class:`~edgefleet.sdk._sparse.TopK` instead (``np.asarray`` turns either into the full array)."""
+        output a GPU filter handled is a :class:`~edgefleet.sdk._sparse.CandidateRows`,
+        :class:`~edgefleet.sdk._sparse.TopK`, :class:`~edgefleet.sdk._sparse.BoxCandidates` or
+        :class:`~edgefleet.sdk._sparse.ConsumedOutput` instead (``np.asarray`` gives an array of the
+        declared shape; :func:`~edgefleet.sdk._sparse.all_finite` checks one without building it)."""
 
     def filter_candidates(self, f: CandidateFilter) -> bool:
         """Cut output ``f.output`` down on the device from now on (see :class:`CandidateFilter`).

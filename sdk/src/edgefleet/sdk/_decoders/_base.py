@@ -78,8 +78,8 @@ class Decoder(ABC):
 
     def candidate_filters(self) -> list[CandidateFilter]:
         """Outputs a GPU backend may cut down on the device to what ``decode`` reads (``decode`` then also
-        gets :class:`~edgefleet.sdk._sparse.CandidateRows` or :class:`~edgefleet.sdk._sparse.TopK` for
-        them). None by default."""
+        gets :class:`~edgefleet.sdk._sparse.CandidateRows`, :class:`~edgefleet.sdk._sparse.TopK` or
+        :class:`~edgefleet.sdk._sparse.BoxCandidates` for them). None by default."""
         return []
 
 

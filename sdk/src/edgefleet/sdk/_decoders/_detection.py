@@ -191,10 +191,11 @@ class NanoDetDecoder(Decoder):
     (N, cells, 4 * (reg_max + 1)). Each side's distance from the cell centre ((i + 0.5) · stride) is the
     expectation of the softmax over the bins, times the stride.
 
-    The strides are decoded together: their cells (all of them, or the GPU filter's candidates) are put
-    side by side once, and every step after that is one numpy call over all of them (a third of the calls
-    of going stride by stride; on a GPU pipeline each call on a large array gives up the GIL and waits to
-    get it back)."""
+    On a GPU backend that takes its ``gfl`` filters the boxes, NMS and limits are done on the device and
+    ``decode`` only maps each frame's detections to source pixels (:class:`BoxCandidates`). From full
+    tensors (CPU, TensorRT, or a frame with too many candidates) the strides are decoded together: the
+    cells above the threshold are put side by side once, and every step after that is one numpy call over
+    all of them (a third of the calls of going stride by stride)."""
 
     def __init__(self, ctx: DecodeContext) -> None:
         self.ctx = ctx
@@ -246,22 +247,17 @@ class NanoDetDecoder(Decoder):
         ]
 
     def _cells(self, outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The cells, over every stride, with a class score above the threshold: their frame, cell number
-        (strides numbered one after the other), scores (k, C) as float32 and box distributions (k, R).
-        Per frame: stride by stride, cells in order."""
+        """The cells of the full tensors, over every stride, with a class score above the threshold: their
+        frame, cell number (strides numbered one after the other), scores (k, C) as float32 and box
+        distributions (k, R). Per frame: stride by stride, cells in order."""
         bins, t = self.p.reg_max + 1, self.p.score_threshold
         frames, cells, scores, dists = [], [], [], []
         for _, cls_name, reg_name, first, count, _ in self._levels:
-            raw, reg_raw = outputs[cls_name], outputs[reg_name]
-            # GPU-filtered: only the cells with a score at or above the threshold, ascending within a frame
-            index: np.ndarray | None = None
-            if isinstance(raw, CandidateRows) and isinstance(reg_raw, CandidateRows) and raw.axis == 1:
-                cls, reg, index, shape = raw.data, reg_raw.data, raw.index, raw.shape
-            else:
-                cls, reg = np.asarray(raw), np.asarray(reg_raw)
-                shape = cls.shape
-            if len(shape) != 3 or shape[1] != count:
-                raise DecoderError(f"{self.ctx.manifest.ref}: {cls_name} has shape {shape}, expected (N, {count}, C)")
+            cls, reg = np.asarray(outputs[cls_name]), np.asarray(outputs[reg_name])
+            if cls.ndim != 3 or cls.shape[1] != count:
+                raise DecoderError(
+                    f"{self.ctx.manifest.ref}: {cls_name} has shape {cls.shape}, expected (N, {count}, C)"
+                )
             if reg.ndim != 3 or reg.shape[:2] != cls.shape[:2] or reg.shape[2] != 4 * bins:
                 raise DecoderError(
                     f"{self.ctx.manifest.ref}: {reg_name} has shape {reg.shape}, expected (N, {count}, {4 * bins})"
@@ -274,7 +270,7 @@ class NanoDetDecoder(Decoder):
             if fi.size == 0:
                 continue
             frames.append(fi)
-            cells.append((index[fi, ci] if index is not None else ci) + first)
+            cells.append(ci + first)
             scores.append(cls[fi, ci])
             dists.append(reg[fi, ci])
         if not frames:

@@ -269,6 +269,12 @@ def _uri(clip: Path, decoder: str) -> str:
     return f"nvdec:{clip}" if decoder == "nvdec" else str(clip)
 
 
+def _steady_window(stamps: list[list[float]]) -> tuple[float, float]:
+    """While every stream runs: from the last stream's first timestamp to the first stream's last one."""
+    ran = [st for st in stamps if st]
+    return (max(st[0] for st in ran), min(st[-1] for st in ran)) if ran else (0.0, 0.0)
+
+
 # --- decode ceiling --------------------------------------------------------------------------------
 def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[str], frames_total: int) -> None:
     """S threads each decode their own copy of the clip; the clock starts once every source is open
@@ -303,7 +309,7 @@ def bench_decode(rec: Recorder, clip: Path, streams: list[int], decoders: list[s
                     t.join()
                 dt = time.perf_counter() - t0
             ran = [st for st in stamps if st]
-            lo, hi = (max(st[0] for st in ran), min(st[-1] for st in ran)) if ran else (0.0, 0.0)
+            lo, hi = _steady_window(ran)
             inside = sum(1 for st in ran for t in st if lo < t <= hi)
             rec.add(
                 {
@@ -367,9 +373,7 @@ def _pipeline(
         wall = time.monotonic() - t_start
     # Steady state: from the moment every stream has delivered a result (model warm, every decoder open)
     # to the moment the first stream delivered its last one (every stream still running).
-    firsts = [ts[0] for ts in per_stream.values()]
-    lasts = [ts[-1] for ts in per_stream.values()]
-    lo, hi = (max(firsts), min(lasts)) if per_stream else (0.0, 0.0)
+    lo, hi = _steady_window(list(per_stream.values()))
     inside = [i for i, t in enumerate(times) if lo < t <= hi]
     steady = len(inside) / (hi - lo) if hi > lo and inside else 0.0
     e2e = np.asarray([lat[i] for i in inside] or lat or [0.0])

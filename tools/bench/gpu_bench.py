@@ -265,7 +265,10 @@ def _read_frames(
 
 
 def _uri(clip: Path, decoder: str) -> str:
-    """cpu: OpenCV; nvdec: PyNvVideoCodec."""
+    """cpu: OpenCV; nvdec: PyNvVideoCodec on the source's thread (the default); nvdec-prefetch: its
+    ThreadedDecoder four frames ahead (``?prefetch=4``); nvdec-sync: ``?prefetch=0`` spelled out."""
+    if decoder in ("nvdec-sync", "nvdec-prefetch"):
+        return f"nvdec:{clip}?prefetch={0 if decoder == 'nvdec-sync' else 4}"
     return f"nvdec:{clip}" if decoder == "nvdec" else str(clip)
 
 

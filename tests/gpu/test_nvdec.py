@@ -73,13 +73,3 @@ def test_prefetching_decoder_gives_the_same_frames_and_loops(nvdec: str, clip: P
     assert got[:300] == expected
     assert got[300:600] == expected
     assert got[600:] == expected[:50]
-
-
-def test_bad_prefetch_option_is_one_clear_error(clip: Path) -> None:
-    from edgefleet.sdk import SourceError
-    from edgefleet.sdk._cuda._nvdec import NvdecSource
-    from edgefleet.sdk._sources import parse_source
-
-    for value in ("x", "-1", "65"):
-        with pytest.raises(SourceError, match="prefetch"):
-            NvdecSource(parse_source(f"nvdec:{clip}?prefetch={value}"))

@@ -59,6 +59,19 @@ def test_nvdec_uri(tmp_path: Path) -> None:
         parse_source("nvdec:/no/such/clip.mp4")
 
 
+def test_nvdec_prefetch_option_is_checked_before_anything_opens(tmp_path: Path) -> None:
+    from edgefleet.sdk._cuda._nvdec import NvdecSource
+    from edgefleet.sdk._sources import parse_source
+
+    clip = tmp_path / "c.mp4"
+    clip.write_bytes(b"x")
+    assert NvdecSource(parse_source(f"nvdec:{clip}")).prefetch == 0  # opt-in
+    assert NvdecSource(parse_source(f"nvdec:{clip}?prefetch=4")).prefetch == 4
+    for value in ("x", "-1", "65"):
+        with pytest.raises(SourceError, match="prefetch"):
+            NvdecSource(parse_source(f"nvdec:{clip}?prefetch={value}"))
+
+
 def test_tensorrt_missing_names_what_to_install(nanodet: Path) -> None:
     try:
         import tensorrt  # noqa: F401

@@ -93,6 +93,8 @@ class NvdecSource(Source):
     def open(self) -> None:
         nvc = _nvc()
         threaded = self.prefetch > 0 and hasattr(nvc, "ThreadedDecoder")
+        if self.prefetch > 0 and not threaded:
+            _log.warning("%s: this PyNvVideoCodec has no ThreadedDecoder; prefetch ignored", self.stream_id)
         try:
             use_device(self.ordinal)
             ctx = int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))

@@ -37,7 +37,7 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         http(s)://host/stream.mjpg        network stream (live)
         /dev/video0 | usb:0               USB/V4L2 camera (?width=&height=&fps=)
         gst:<pipeline>                    GStreamer pipeline string (or any string with " ! ")
-        nvdec:clip.mp4                    video file decoded on the GPU (NVDEC; ?gpu=N&matrix=bt709)
+        nvdec:clip.mp4                    video file decoded on the GPU (NVDEC; ?gpu=N&matrix=bt709&prefetch=N)
         synthetic: | synthetic:?width=1280&height=720&fps=30&frames=300   test pattern
 
     Options common to all: ``queue`` (frames buffered per stream, default 4), ``live`` (override).

@@ -64,7 +64,24 @@ class CandidateFilter:
     keep_classes: tuple[int, ...] | None = None
 
 
-class CandidateRows:
+class _DenseView:
+    """What the GPU filters' output forms share: ``np.asarray`` builds the dense tensor of the declared
+    ``shape`` (from ``_dense``), and indexing goes through it unless a form has a cheaper way."""
+
+    __slots__ = ()
+
+    def _dense(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self._dense()
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self)[key]
+
+
+class CandidateRows(_DenseView):
     """Logical shape ``shape``: (N, A, C) with ``axis=1`` or (N, C, A) with ``axis=2`` (A anchors).
 
     ``data`` holds the kept anchors along ``axis`` (m of them, m >= every frame's count), ``index``
@@ -98,20 +115,19 @@ class CandidateRows:
             out[:, cols] = self.data[i][:, keep]
         return out
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = np.stack([self.frame(i) for i in range(self.shape[0])]) if self.shape[0] else np.zeros(self.shape)
-        return out.astype(dtype, copy=False) if dtype is not None else out
+    def _dense(self) -> np.ndarray:
+        return np.stack([self.frame(i) for i in range(self.shape[0])]) if self.shape[0] else np.zeros(self.shape)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, (int, np.integer)):
             return self.frame(int(key) % max(1, self.shape[0]))
-        return np.asarray(self)[key]
+        return super().__getitem__(key)
 
     def __repr__(self) -> str:
         return f"CandidateRows(shape={self.shape}, kept={self.counts().tolist()})"
 
 
-class TopK:
+class TopK(_DenseView):
     """The ``k`` largest values of each row of an output of logical shape ``shape`` (N, ...), rows
     flattened to C columns.
 
@@ -136,14 +152,13 @@ class TopK:
         """No row held a NaN or an infinity (its log-sum-exp is NaN then)."""
         return bool(np.isfinite(self.lse).all())
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    def _dense(self) -> np.ndarray:
         n = self.shape[0]
         c = int(np.prod(self.shape[1:])) if len(self.shape) > 1 else 1
         out = np.repeat(self.low.astype(np.float32)[:, None], c, axis=1)
         np.put_along_axis(out, self.index.astype(np.int64), self.values, axis=1)
         out[~np.isfinite(self.lse)] = np.nan
-        out = out.reshape(n, *self.shape[1:])
-        return out.astype(dtype, copy=False) if dtype is not None else out
+        return out.reshape(n, *self.shape[1:])
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, (int, np.integer)):  # one row (``Result.raw``): densify only that one
@@ -156,13 +171,13 @@ class TopK:
                 (1, *self.shape[1:]),
             )
             return np.asarray(row)[0]
-        return np.asarray(self)[key]
+        return super().__getitem__(key)
 
     def __repr__(self) -> str:
         return f"TopK(shape={self.shape}, k={self.values.shape[1]})"
 
 
-class BoxCandidates:
+class BoxCandidates(_DenseView):
     """A GFL head's candidates, decoded on the GPU for every stride of a batch at once.
 
     One record per (cell, class) whose score is above the filter's threshold (or per cell, its best
@@ -201,21 +216,18 @@ class BoxCandidates:
     def all_finite(self) -> bool:
         return not self.nonfinite.any()
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    def _dense(self) -> np.ndarray:
         out = np.zeros(self.shape, np.float32)
         mine = (self.cell >= self.first) & (self.cell < self.first + self.shape[1])
         out[self.frame[mine], self.cell[mine] - self.first, self.cls[mine]] = self.score[mine]
         out[self.nonfinite] = np.nan
-        return out.astype(dtype, copy=False) if dtype is not None else out
-
-    def __getitem__(self, key: Any) -> Any:
-        return np.asarray(self)[key]
+        return out
 
     def __repr__(self) -> str:
         return f"BoxCandidates(shape={self.shape}, records={self.frame.shape[0]}, final={self.final})"
 
 
-class ConsumedOutput:
+class ConsumedOutput(_DenseView):
     """An output the GPU used up and did not copy back (the box distributions :class:`BoxCandidates`
     were decoded from). ``np.asarray`` gives zeros of its logical ``shape`` and ``dtype`` (NaN across the
     frames ``nonfinite`` marks), so shape checks and health checks still see the declared output."""
@@ -228,13 +240,10 @@ class ConsumedOutput:
     def all_finite(self) -> bool:
         return not self.nonfinite.any()
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    def _dense(self) -> np.ndarray:
         out = np.zeros(self.shape, self.dtype)
         out[self.nonfinite] = np.nan
-        return out.astype(dtype, copy=False) if dtype is not None else out
-
-    def __getitem__(self, key: Any) -> Any:
-        return np.asarray(self)[key]
+        return out
 
     def __repr__(self) -> str:
         return f"ConsumedOutput(shape={self.shape}, dtype={self.dtype})"

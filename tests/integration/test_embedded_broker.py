@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edgefleet.cloud._telemetry._embedded_broker import topic_matches
 
-from .telemetry_broker import EmbeddedBroker
+from .telemetry_broker import EmbeddedBroker, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -246,3 +249,82 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
         pub.disconnect()
         reader.loop_stop()
         pub.loop_stop()
+
+
+def _packets(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(packet type, body) for each whole MQTT packet in ``data``."""
+    pos = 0
+    while pos < len(data):
+        kind, length, shift, pos = data[pos] >> 4, 0, 0, pos + 1
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        yield kind, data[pos : pos + length]
+        pos += length
+
+
+def test_sigterm_saves_every_message_it_acknowledged(tmp_path: Path) -> None:
+    """A publisher flooding QoS 1 while the broker gets SIGTERM: every message it got a PUBACK for is in the
+    saved state (queued for an offline persistent subscriber), and it is told "server shutting down"."""
+    import json
+
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    b = EmbeddedBroker(tmp_path / "broker").start()
+    try:
+        keeper = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id="keeper", protocol=mqtt.MQTTv5)
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = 3600
+        keeper.connect("127.0.0.1", b.port, clean_start=False, properties=props)
+        keeper.loop_start()
+        subscribed = threading.Event()
+        keeper.on_subscribe = lambda *_a: subscribed.set()
+        keeper.subscribe("flood/#", qos=1)
+        assert subscribed.wait(5)
+        keeper.disconnect()  # the session stays: everything published from here on is queued for it
+        keeper.loop_stop()
+
+        total = 20_000
+        with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+            body = b"\x00\x04MQTT\x05\x02\x00\x3c\x00" + b"\x00\x07flooder"
+            s.sendall(bytes([0x10, len(body)]) + body)
+            assert s.recv(64)[0] >> 4 == 2  # CONNACK
+            received = bytearray()
+
+            def read() -> None:
+                with contextlib.suppress(OSError):
+                    while chunk := s.recv(65536):
+                        received.extend(chunk)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+
+            def flood() -> None:
+                with contextlib.suppress(OSError):
+                    for i in range(1, total + 1):
+                        var = b"\x00\x07flood/x" + struct.pack("!H", i % 65535 or 1) + b"\x00"
+                        payload = str(i).encode()
+                        s.sendall(bytes([0x32, len(var) + len(payload)]) + var + payload)
+
+            flooder = threading.Thread(target=flood)
+            flooder.start()
+            assert wait_for(lambda: len(received) > 4 * 2000, 20), "the broker acknowledged nothing"
+            b.stop()  # SIGTERM mid-flood
+            flooder.join(20)
+            reader.join(20)
+        acked = {struct.unpack("!H", body[:2])[0] for kind, body in _packets(bytes(received)) if kind == 4}
+        ends = [body for kind, body in _packets(bytes(received)) if kind == 14]
+    finally:
+        b.stop()
+    state = json.loads((tmp_path / "broker" / "state.json").read_text())
+    kept = next(x for x in state["sessions"] if x["client_id"] == "keeper")
+    saved = {int(base64.b64decode(m["payload"])) for m in kept["messages"]}
+    assert 2000 < len(acked) < total, "SIGTERM did not land mid-flood"
+    missing = sorted(acked - saved)
+    assert not missing, f"{len(missing)} acknowledged messages not saved, e.g. {missing[:5]}"
+    assert ends and ends[-1][:1] == b"\x8b", "no DISCONNECT 'server shutting down'"

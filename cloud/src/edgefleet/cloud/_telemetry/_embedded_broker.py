@@ -13,7 +13,9 @@ properties...). MQTT 3.1.1 clients are refused with a 3.1.1 CONNACK.
 
 It is **not** a production broker: no TLS, no authentication or ACLs (username and password are ignored),
 sessions live in memory (``--persist FILE`` saves them, with what is queued, on SIGTERM and loads them at
-start, as Mosquitto's persistence does), no QoS 2, no topic aliases. Use Mosquitto (docs/operations.md) for a fleet.
+start, as Mosquitto's persistence does: on SIGTERM it stops listening, ends every connection with DISCONNECT
+"server shutting down" and no Last Will, and only then saves, so every message a publisher got a PUBACK for
+is in the file), no QoS 2, no topic aliases. Use Mosquitto (docs/operations.md) for a fleet.
 """
 
 from __future__ import annotations
@@ -284,6 +286,9 @@ class EmbeddedBroker:
         self.retained: dict[str, _Message] = {}
         self._rr = itertools.count()
         self._anon = itertools.count(1)
+        self._server: asyncio.Server | None = None
+        self._handlers: dict[asyncio.Task[Any], _Connection] = {}  # connections being served
+        self._closing = False
 
     # --- persistence (like Mosquitto's: written on a clean shutdown, read at start) ---------------------
     def save(self, path: Path) -> None:
@@ -304,7 +309,8 @@ class EmbeddedBroker:
                     "away_s": now - s.gone_at if s.gone_at is not None else 0.0,
                     "subs": [[f, sub.qos, sub.no_local, sub.retain_as_published] for f, sub in s.subs.items()],
                     "shared": [[g, f, sub.qos] for (g, f), sub in s.shared.items()],
-                    "messages": [msg(*e) for _, e in sorted(s.inflight.items())] + [msg(*e) for e in s.pending],
+                    # in-flight first, in the order sent (packet ids wrap, so not sorted by id)
+                    "messages": [msg(*e) for e in s.inflight.values()] + [msg(*e) for e in s.pending],
                 }
                 for s in self.sessions.values()
                 if s.expiry_s > 0
@@ -339,6 +345,7 @@ class EmbeddedBroker:
 
     async def serve(self, host: str, port: int, ready: asyncio.Future[int] | None = None) -> None:
         server = await asyncio.start_server(self._client, host, port)
+        self._server = server
         bound = server.sockets[0].getsockname()[1]
         if ready is not None:
             ready.set_result(bound)
@@ -348,6 +355,21 @@ class EmbeddedBroker:
                 await server.serve_forever()
         finally:
             sweeper.cancel()
+
+    async def shutdown(self) -> None:
+        """Stop listening and end every connection (DISCONNECT 0x8B "server shutting down", no Last Will),
+        waiting for each connection's handler to finish. Once this returns nothing more is routed or
+        acknowledged, so :meth:`save` holds every message a publisher received a PUBACK for."""
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        while self._handlers:
+            # Closing the connection stops a handler whose cancellation asyncio.wait_for swallowed (Python
+            # < 3.12 does when the read it waits on completes at the same moment).
+            for task, conn in list(self._handlers.items()):
+                conn.close(0x8B)
+                task.cancel()
+            await asyncio.wait(list(self._handlers), timeout=1.0)
 
     def expire(self, now: float | None = None) -> list[str]:
         """Forget the sessions whose client has been away longer than their expiry interval."""
@@ -369,6 +391,12 @@ class EmbeddedBroker:
     # --- one connection -------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Connection(self, reader, writer)
+        if self._closing:  # accepted just before shutdown closed the listener
+            conn.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers[task] = conn
         send_will = True
         try:
             kind, flags, body = await asyncio.wait_for(self._read(reader), 10.0)
@@ -392,9 +420,14 @@ class EmbeddedBroker:
             conn.close(exc.reason)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
             pass
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
         finally:
             conn.close()
-            self._gone(conn, send_will)
+            # shutting down: the session stays (saved with --persist) and the will is not sent
+            self._gone(conn, send_will and not self._closing)
+            self._handlers.pop(task, None)
 
     async def _read(self, reader: asyncio.StreamReader) -> tuple[int, int, bytes]:
         first = (await reader.readexactly(1))[0]
@@ -460,7 +493,7 @@ class EmbeddedBroker:
         if assigned:
             ack_props.append((0x12, _string(assigned)))
         conn.send(_packet(CONNACK, 0, bytes([1 if old is not None else 0, 0]) + _encode_props(ack_props)))
-        for pid, (msg, qos, retain) in sorted(session.inflight.items()):
+        for pid, (msg, qos, retain) in list(session.inflight.items()):  # in the order first sent
             conn.send(self._publish_packet(msg, qos, retain, pid, dup=True))
         self._pump(session)
         return True
@@ -667,7 +700,11 @@ def main(argv: list[str] | None = None) -> None:
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             task.result()  # a failure to listen
+        # Connections end before the state is written: a connection still being served after the save
+        # could acknowledge a message the file does not hold, and a restart would lose it.
+        await broker.shutdown()
         task.cancel()
+        await asyncio.wait([task], timeout=5.0)
         if args.persist is not None:
             broker.save(args.persist)
 

@@ -153,6 +153,9 @@ class Ingester:
         self._retention = dict(retention or {})
         self._on_stored = on_stored
         self._lock = threading.Lock()
+        # Held while acknowledging a batch and while a connection ends or begins: a packet id acknowledged
+        # on the next connection would acknowledge a different message there.
+        self._ack_lock = threading.Lock()
         self._state = IngesterState.STOPPED
         self._generation = 0
         self._counts: Counter[str] = Counter()
@@ -251,7 +254,7 @@ class Ingester:
         if reason.is_failure:
             _log.warning("telemetry ingest: broker %s refused: %s", self.broker.redacted_url, reason)
             return
-        with self._lock:
+        with self._ack_lock:
             self._generation += 1
         _log.info(
             "telemetry ingest connected to %s (session present: %s)",
@@ -269,6 +272,8 @@ class Ingester:
 
     def _on_disconnect(self, _c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
         self._subscribed.clear()
+        with self._ack_lock:  # what this connection delivered is not acknowledged any more
+            self._generation += 1
         if self._client is not None:
             _log.warning("telemetry ingest disconnected: %s (reconnecting)", reason)
             self._set_state(IngesterState.DISCONNECTED)
@@ -355,12 +360,12 @@ class Ingester:
             self._counts["stored"] += result.stored
             self._counts["duplicates"] += result.duplicates
             self._counts["batches"] += 1
-            generation = self._generation
         client = self._client
         if client is not None:
-            for it in items:
-                if it.qos > 0 and it.generation == generation:
-                    client.ack(it.mid, it.qos)
+            with self._ack_lock:
+                for it in items:
+                    if it.qos > 0 and it.generation == self._generation:
+                        client.ack(it.mid, it.qos)
         t3 = time.thread_time()
         with self._lock:
             self._cpu["parse"] += t1 - t0

@@ -134,6 +134,37 @@ def test_broker_restart_every_message_exactly_once_in_order(broker: Mosquitto, s
     assert pubs["cam-a"].stats().connections >= 2
 
 
+def test_telemetry_sent_before_any_controller_subscribes_waits_for_one(
+    broker: Mosquitto, store: TelemetryStore
+) -> None:
+    """The broker answers PUBACK "no matching subscribers" (0x10) while no controller has subscribed: the
+    agent keeps those messages, probes, and delivers every one in order once a controller subscribes."""
+    pub = MqttPublisher(
+        parse_broker_url(broker.url),
+        Identity("itest", "cam-early"),
+        Spool(":memory:"),
+        backoff_s=(0.05, 0.5),
+        hold_s=0.2,
+    )
+    arrivals = Arrivals()
+    ing: Ingester | None = None
+    try:
+        pub.start()
+        sent = [pub.publish("telemetry", telemetry(), Priority.ROUTINE) for _ in range(30)]
+        assert wait_for(lambda: pub.stats().held > 0, 10), "the broker never said nobody had them"
+        time.sleep(0.5)
+        assert len(pub.spool) >= len(sent), "messages nobody received left the spool"  # + maybe its status
+        ing = ingester(broker.url, store, arrivals, client_id="itest-late")
+        assert pub.flush(20), "held messages were not delivered after a controller subscribed"
+        assert wait_for(lambda: len(arrivals.get("cam-early", "telemetry")) >= len(sent), 10)
+    finally:
+        pub.stop(2)
+        if ing is not None:
+            ing.stop()
+    assert arrivals.get("cam-early", "telemetry") == sent
+    assert store.sequences("cam-early", "telemetry") == sent
+
+
 def test_agent_on_dead_port_spools_then_replays_in_order(tmp_path: Path, store: TelemetryStore) -> None:
     port = free_port()  # nothing listens here yet
     url = f"mqtt://127.0.0.1:{port}"

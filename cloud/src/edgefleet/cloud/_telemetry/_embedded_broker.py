@@ -2,14 +2,15 @@
 
 Run it as ``python -m edgefleet.cloud._telemetry._embedded_broker --port 1883``. It implements what the
 agent's publisher, the controller's ingest and ``edgefleet telemetry tail`` use, to the MQTT 5.0
-specification: QoS 0 and 1 (it announces Maximum QoS 1), retained messages, Last Will (sent when a
-client vanishes, times out or disconnects with reason 0x04), persistent sessions (``clean_start`` off plus
-a session expiry: subscriptions kept and QoS 1 messages queued while the client is away, unacknowledged
-ones re-sent with DUP on its return), the client's Receive Maximum, ``+``/``#`` wildcards (``$`` topics
-not matched by a leading wildcard), shared subscriptions (``$share/<group>/<filter>``: round robin over the
-connected members, queued to a member when none is connected), No Local, Retain As Published and Retain
-Handling, session takeover, keepalive, message properties passed through (content type, user
-properties...). MQTT 3.1.1 clients are refused with a 3.1.1 CONNACK.
+specification: QoS 0 and 1 (it announces Maximum QoS 1), PUBACK "no matching subscribers" (0x10), retained
+messages, Last Will (sent when a client vanishes, times out or disconnects with reason 0x04), persistent
+sessions (``clean_start`` off plus a session expiry: subscriptions kept and QoS 1 messages queued while
+the client is away, unacknowledged ones re-sent with DUP on its return), the client's Receive Maximum,
+``+``/``#`` wildcards (``$`` topics not matched by a leading wildcard), shared subscriptions
+(``$share/<group>/<filter>``: round robin over the connected members, queued to a member when none is
+connected), No Local, Retain As Published and Retain Handling, session takeover, keepalive, message
+properties passed through (content type, user properties...). MQTT 3.1.1 clients are refused with a
+3.1.1 CONNACK.
 
 It is **not** a production broker: no TLS, no authentication or ACLs (username and password are ignored),
 sessions live in memory (``--persist FILE`` saves them, with what is queued, on SIGTERM and loads them at
@@ -555,9 +556,11 @@ class EmbeddedBroker:
         assert conn.session is not None
         msg = _Message(topic, r.rest(), qos, retain, [(p, v) for p, v in props if p not in _NOT_FORWARDED], "")
         msg.origin = conn.session.client_id
-        self._route(msg)
+        matched = self._route(msg)
         if qos:
-            conn.send(_packet(PUBACK, 0, struct.pack("!H", pid)))
+            # 0x10 "no matching subscribers": accepted, but nobody has it (the agent keeps it and retries)
+            reason = b"" if matched else b"\x10"
+            conn.send(_packet(PUBACK, 0, struct.pack("!H", pid) + reason))
 
     @staticmethod
     def _subscription_request(conn: _Connection, kind: str, flags: int, body: bytes) -> tuple[_Session, _Reader, int]:
@@ -611,19 +614,22 @@ class EmbeddedBroker:
         conn.send(_packet(UNSUBACK, 0, struct.pack("!H", pid) + b"\x00" + bytes(codes)))
 
     # --- routing --------------------------------------------------------------------------------------
-    def _route(self, msg: _Message) -> None:
+    def _route(self, msg: _Message) -> int:
+        """Deliver or queue ``msg`` for every matching session; returns how many it went to."""
         if msg.retain:
             if msg.payload:
                 self.retained[msg.topic] = msg
             else:
                 self.retained.pop(msg.topic, None)
         groups: dict[tuple[str, str], list[tuple[_Session, _Sub]]] = {}
+        matched = 0
         for session in list(self.sessions.values()):
             best: _Sub | None = None
             for filt, sub in session.subs.items():
                 if topic_matches(filt, msg.topic) and not (sub.no_local and session.client_id == msg.origin):
                     best = sub if best is None or sub.qos > best.qos else best
             if best is not None:
+                matched += 1
                 self._deliver(session, msg, min(best.qos, msg.qos), msg.retain and best.retain_as_published)
             for (group, filt), sub in session.shared.items():
                 if topic_matches(filt, msg.topic):
@@ -631,7 +637,9 @@ class EmbeddedBroker:
         for members in groups.values():
             online = [m for m in members if m[0].conn is not None] or members
             session, sub = online[next(self._rr) % len(online)]
+            matched += 1
             self._deliver(session, msg, min(sub.qos, msg.qos), False)
+        return matched
 
     def _deliver(self, session: _Session, msg: _Message, qos: int, retain: bool) -> None:
         if qos == 0:

@@ -86,6 +86,24 @@ def test_tensorrt_missing_names_what_to_install(nanodet: Path) -> None:
         backend.load(nanodet / "model.onnx")
 
 
+def test_pipeline_on_cuda_without_the_cuda_layer_says_so_before_loading_anything(
+    nanodet: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One error naming what to install; no CPU-fallback warning from a backend first, no sink left open."""
+    import importlib.util
+
+    if importlib.util.find_spec("cuda") is not None:
+        pytest.skip("cuda-python is installed here")
+    from edgefleet.sdk import JsonlSink, Pipeline
+
+    out = tmp_path / "results.jsonl"
+    pipe = Pipeline(nanodet, sources=["synthetic:"], device="cuda:0", sinks=[JsonlSink(out)])
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'edgefleet-sdk\[cuda\]'"):
+        pipe.start()
+    assert not [r for r in caplog.records if "running on the CPU" in r.getMessage()]
+    assert not out.exists(), "a sink was opened for a pipeline that cannot start"
+
+
 def test_engine_cache_key_changes_with_every_input() -> None:
     from edgefleet.sdk._backends._tensorrt import engine_cache_key
 

@@ -217,6 +217,9 @@ class Pipeline:
         """Load the model, open the sinks and start every thread. Errors in loading raise here."""
         if self._state != "created":
             raise PipelineError(f"cannot start a pipeline that is {self._state}")
+        # First: on cuda:N it needs the CUDA layer and the device, and says so before anything is loaded
+        # or opened (a backend would otherwise warn of a CPU fallback first, and the sinks stay open).
+        allocator = frame_allocator(self._device, upload=self.config.frame_upload)
         self._state = "starting"
         with contextlib.ExitStack() as stack:
             package = (
@@ -244,7 +247,6 @@ class Pipeline:
         _log.info("serving %s with %s, batch %d", model.ref, model.backend.describe(), model.max_batch)
         self._started = time.monotonic()
         hold = self._hold_pixels
-        allocator = frame_allocator(self._device, upload=self.config.frame_upload)
         for spec in self._specs:
             metrics = StreamMetrics(spec.stream_id, spec.live)
             metrics.model_ref = model.ref

@@ -165,6 +165,24 @@ def test_parse_source_errors(bad: str) -> None:
         parse_source(bad)
 
 
+def test_unknown_or_malformed_options_are_named(clip: Path) -> None:
+    """A misspelt option is an error naming it and the known ones, not a silently different run."""
+    with pytest.raises(SourceError, match=r"unknown option realtim for a file source \(known: live, loop, queue"):
+        parse_source(f"{clip}?realtim=1")
+    with pytest.raises(SourceError, match="unknown option width for a nvdec source"):
+        parse_source(f"nvdec:{clip}?width=640")
+    with pytest.raises(SourceError, match="option fps must be a number, got 'fast'"):
+        parse_source("synthetic:?fps=fast")
+    with pytest.raises(SourceError, match="option timeout_ms must be an integer") as exc:
+        parse_source("rtsp://admin:s3cret@127.0.0.1:1/x#timeout_ms=2s")
+    assert "s3cret" not in str(exc.value)
+    assert parse_source(f"nvdec:{clip}?gpu=0&matrix=bt709&prefetch=4&loop=1").options == {
+        "gpu": "0",
+        "matrix": "bt709",
+        "prefetch": "4",
+    }
+
+
 def test_missing_source_error_never_shows_password() -> None:
     with pytest.raises(SourceError) as exc:
         parse_source("rtsp://admin:s3cret@127.0.0.1:1/x?queue=abc#queue=abc")

@@ -15,7 +15,19 @@ __all__ = ["Source", "SourceDisconnected", "SourceSpec", "create_source", "parse
 
 _ID_RE = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(.+)$", re.S)
 _DEV_RE = re.compile(r"^(?:/dev/video\d+|usb:\d+|v4l2:\d+)$")
-_COMMON = {"id", "queue", "realtime", "loop", "live"}
+_COMMON = {"queue", "realtime", "loop", "live"}
+# What each kind of source reads beyond the common options, and the type each must parse as: a misspelt
+# or unknown option is an error at parse time, not silently ignored (a typo in ``realtime`` would
+# otherwise change how a file is paced without a word).
+_OPTIONS: dict[str, dict[str, type]] = {
+    "file": {},
+    "images": {},
+    "network": {"open_timeout_ms": int, "timeout_ms": int, "transport": str},
+    "usb": {"width": int, "height": int, "fps": float},
+    "gstreamer": {"timeout_ms": int},
+    "synthetic": {"width": int, "height": int, "fps": float, "frames": int, "white_after": int},
+    "nvdec": {"gpu": int, "matrix": str, "prefetch": int},
+}
 
 
 def _flag(value: str, name: str, uri: str) -> bool:
@@ -99,6 +111,7 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
     realtime = _flag(options.get("realtime", "0"), "realtime", text) or kind == "synthetic"
     loop = _flag(options.get("loop", "0"), "loop", text)
     extra = {k: v for k, v in options.items() if k not in _COMMON}
+    _check_options(kind, extra, text)
     return SourceSpec(
         uri=uri,
         kind=kind,
@@ -109,6 +122,22 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
         realtime=realtime,
         loop=loop,
     )
+
+
+def _check_options(kind: str, options: dict[str, str], text: str) -> None:
+    known = _OPTIONS[kind]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        names = ", ".join(sorted({*known, *_COMMON}))
+        raise SourceError(
+            f"{redact_uri(text)}: unknown option {', '.join(unknown)} for a {kind} source (known: {names})"
+        )
+    for name, value in options.items():
+        try:
+            known[name](value)
+        except ValueError:
+            what = "an integer" if known[name] is int else "a number"
+            raise SourceError(f"{redact_uri(text)}: option {name} must be {what}, got {value!r}") from None
 
 
 def create_source(spec: SourceSpec) -> Source:

@@ -77,6 +77,7 @@ def run_command(
         if config
         else _config_from_flags(model, sources, batch, device, backend, max_frames, score)
     )
+    _check_outputs(cfg, config, jsonl=jsonl, out=out)
     console = Console(stderr=True, quiet=quiet or as_json)
     sinks: list[Sink] = []
     video: VideoSink | None = None
@@ -127,6 +128,33 @@ def run_command(
     if video is not None:
         for path in video.paths.values():
             console.print(f"annotated video: {path}")
+
+
+def _check_outputs(cfg: PipelineConfig, config: Path | None, *, jsonl: Path | None, out: Path | None) -> None:
+    """Refuse outputs that would overwrite what the run reads: a source video, the model package, the config
+    (``--jsonl clip.mp4`` used to truncate the clip before failing on it)."""
+    from .._sources import parse_source
+
+    specs = [parse_source(s, i) for i, s in enumerate(cfg.sources)]
+    inputs: list[tuple[Path, str]] = [(Path(cfg.model), "the model package")]
+    inputs += [(Path(s.uri), f"source {s.stream_id}") for s in specs if s.kind in ("file", "images", "nvdec")]
+    if config is not None:
+        inputs.append((config, "the config"))
+    outputs: list[tuple[Path, str]] = []
+    if jsonl is not None:
+        outputs.append((jsonl, "--jsonl"))
+    if out is not None:
+        outputs.append((out, "--out"))
+        if len(specs) > 1:  # one file per stream: out-<stream>.mp4
+            outputs += [(out.with_name(f"{out.stem}-{s.stream_id}{out.suffix or '.mp4'}"), "--out") for s in specs]
+    for path, flag in outputs:
+        target = path.expanduser().resolve()
+        for source, what in inputs:
+            src = source.expanduser().resolve()
+            if target == src or src in target.parents:
+                raise ConfigError(f"{flag} {path} would overwrite {what} ({source}); write it somewhere else")
+    if jsonl is not None and out is not None and jsonl.expanduser().resolve() == out.expanduser().resolve():
+        raise ConfigError(f"--jsonl and --out are the same file ({out})")
 
 
 def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ from .._frames import Frame
 from .._results import Result
 from ._base import Sink
 
-__all__ = ["CallbackSink", "JsonlSink", "VideoSink", "draw_result"]
+__all__ = ["VIDEO_SUFFIXES", "CallbackSink", "JsonlSink", "VideoSink", "draw_result"]
+
+VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov"})  # containers PyAV writes H.264 into
 
 _log = logging.getLogger(__name__)
 
@@ -137,8 +140,11 @@ class _Encoder:
     def encode(self, image: np.ndarray) -> None:
         h, w = self.stream.height, self.stream.width
         frame = self._av.VideoFrame.from_ndarray(image[:h, :w], format="bgr24")
-        for packet in self.stream.encode(frame):
-            self.container.mux(packet)
+        try:
+            for packet in self.stream.encode(frame):
+                self.container.mux(packet)
+        except OSError as exc:  # PyAV's errors are OSErrors: disk full, permissions
+            raise SinkError(f"{self.path}: cannot write video: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         for packet in self.stream.encode():
@@ -163,12 +169,23 @@ class VideoSink(Sink):
         self.paths: dict[str, Path] = {}
 
     def open(self) -> None:
+        """Check now what would otherwise fail only when the encoder first writes, or at close: after the
+        whole run (libx264 holds its first frames back)."""
         try:
             import av  # noqa: F401
         except ImportError as exc:
             raise SinkError("the video sink needs PyAV: pip install 'edgefleet-sdk[video]'") from exc
-        if not self.path.parent.exists():
+        if self.path.is_dir():
+            raise SinkError(f"{self.path}: is a folder; give a file name such as {self.path / 'out.mp4'}")
+        if self.path.suffix.lower() not in VIDEO_SUFFIXES:
+            raise SinkError(f"{self.path}: an annotated video is written as {', '.join(sorted(VIDEO_SUFFIXES))}")
+        if not self.path.parent.is_dir():
             raise SinkError(f"{self.path}: folder {self.path.parent} does not exist")
+        try:  # the folder must take a new file (permissions, read-only mounts)
+            with tempfile.NamedTemporaryFile(dir=self.path.parent, prefix=".edgefleet-", suffix=".probe"):
+                pass
+        except OSError as exc:
+            raise SinkError(f"{self.path}: cannot write in {self.path.parent}: {exc.strerror}") from None
 
     def _path_for(self, stream_id: str) -> Path:
         if not self.multi_stream:
@@ -186,9 +203,14 @@ class VideoSink(Sink):
         enc.encode(frame.image)
 
     def close(self) -> None:
+        """Finish every file; raises SinkError naming each one that could not be written (after trying all)."""
+        failed = []
         for enc in self._encoders.values():
             try:
                 enc.close()
-            except Exception:
-                _log.exception("closing %s", enc.path)
+            except Exception as exc:
+                _log.debug("closing %s", enc.path, exc_info=True)
+                failed.append(f"{enc.path}: {exc}")
         self._encoders.clear()
+        if failed:
+            raise SinkError("annotated video not written: " + "; ".join(failed))

@@ -108,3 +108,56 @@ def test_models_inspect_json(nanodet: Path) -> None:
     info = json.loads(res.stdout)
     assert info["ref"] == "nanodet-m:1.0.0" and info["verified"] is True
     assert info["model_io"]["inputs"][0]["name"] == "image"
+
+
+def test_outputs_that_would_overwrite_inputs_are_refused(nanodet: Path, clip: Path, tmp_path: Path) -> None:
+    import shutil
+
+    video = tmp_path / "in.mp4"
+    shutil.copy(clip, video)
+    package = tmp_path / "pkg"
+    shutil.copytree(nanodet, package)
+    before = video.read_bytes(), (package / "manifest.yaml").read_bytes()
+    for args, what in [
+        (["--jsonl", str(video)], "would overwrite source s0"),
+        (["--out", str(video)], "would overwrite source s0"),
+        (["--jsonl", str(package / "manifest.yaml")], "would overwrite the model package"),
+        (["--jsonl", str(tmp_path / "x.mp4"), "--out", str(tmp_path / "x.mp4")], "are the same file"),
+    ]:
+        res = _run("run", "--model", str(package), "--source", str(video), "-q", *args)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert what in res.stderr
+    assert (video.read_bytes(), (package / "manifest.yaml").read_bytes()) == before
+
+
+def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
+    """A file where a folder goes, a folder where a file goes, binary bytes for YAML, a folder that takes no
+    new file: one line each, before any work is done (the video sink used to fail only at the end)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    binary = tmp_path / "config.yaml"
+    binary.write_bytes(bytes(range(128, 256)))
+    run = ["run", "--model", str(nanodet), "--source", "synthetic:?frames=3", "-q"]
+    cases = [
+        (["keys", "generate", "--out-dir", str(afile)], f"{afile}: exists, and is not a folder"),
+        (["run", "--config", str(binary)], f"{binary}: not a YAML file (not UTF-8 text)"),
+        ([*run, "--out", str(tmp_path)], f"{tmp_path}: is a folder"),
+        ([*run, "--out", str(tmp_path / "x.txt")], "an annotated video is written as .mkv, .mov, .mp4"),
+    ]
+    if Path("/sys").is_dir():  # refuses new files even to root
+        cases.append(([*run, "--out", "/sys/x.mp4"], "/sys/x.mp4: cannot write in /sys"))
+    for args, message in cases:
+        res = _run(*args)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert message in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_error_text_is_printed_as_is(tmp_path: Path) -> None:
+    """rich must not read user text as markup or emoji codes (``127.0.0.1:abc:`` is not a symbol)."""
+    res = _run(
+        "controller", "serve", "--listen", "127.0.0.1:abc", "--insecure", "--allow-unsigned",
+        "--db", f"sqlite:///{tmp_path / 'c.db'}", "--data-dir", str(tmp_path / "data"),
+    )  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "cannot listen on 127.0.0.1:abc" in res.stderr.splitlines()[-1]

@@ -21,10 +21,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scrip
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from rich.console import Console
+    from edgefleet.sdk._cli import fail
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
-    return typer.Exit(code)
+    return fail(message, code)
 
 
 @contextlib.contextmanager
@@ -37,9 +36,7 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except (CloudError, EdgefleetError) as exc:
-        from rich.markup import escape
-
-        raise _fail(escape(str(exc))) from None
+        raise _fail(str(exc)) from None
 
 
 def _address(controller: str | None) -> str:

@@ -36,11 +36,9 @@ def register_security(cli: Any) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    from rich.console import Console
-    from rich.markup import escape
+    from edgefleet.sdk._cli import fail
 
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return fail(message, 1)
 
 
 CaDir = Annotated[Path, typer.Option("--ca-dir", help="The CA folder (ca.pem, ca.key, index.json, crl.pem)")]
@@ -216,6 +214,8 @@ def controller_security(
             lines = admin_token_file.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise _fail(f"{admin_token_file}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise _fail(f"{admin_token_file}: not a token file (not UTF-8 text)") from None
         tokens = tuple(t.strip() for t in lines if t.strip() and not t.startswith("#"))
         if not tokens:
             raise _fail(f"{admin_token_file}: no token in it")

@@ -24,11 +24,9 @@ def parse_duration(text: str) -> timedelta:
 
 def _fail(message: str) -> typer.Exit:
     """One line on stderr, exit status 1, no traceback."""
-    from rich.console import Console
-    from rich.markup import escape
+    from edgefleet.sdk._cli import fail
 
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return fail(message, 1)
 
 
 def register(cli: Any) -> None:

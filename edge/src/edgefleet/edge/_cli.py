@@ -25,10 +25,8 @@ def register(cli: Any) -> None:
         """Run the edge agent: the configured pipelines, following the controller."""
         import logging
 
-        from rich.console import Console
-        from rich.markup import escape
-
         from edgefleet.sdk import EdgefleetError
+        from edgefleet.sdk._cli import fail
 
         from ._errors import AgentError
         from ._main import run_agent
@@ -48,5 +46,4 @@ def register(cli: Any) -> None:
         try:
             run_agent(config)
         except (AgentError, EdgefleetError) as exc:
-            Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+            raise fail(str(exc), 1) from None

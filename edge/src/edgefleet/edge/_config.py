@@ -131,6 +131,8 @@ def load_agent_config(path: Path) -> AgentConfig:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AgentConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError:
+        raise AgentConfigError(f"{path}: not a YAML file (not UTF-8 text)") from None
     except (OSError, yaml.YAMLError) as exc:
         raise AgentConfigError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):

@@ -121,6 +121,8 @@ def load_pipeline_config(path: Path) -> PipelineConfig:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a YAML file (not UTF-8 text)") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):

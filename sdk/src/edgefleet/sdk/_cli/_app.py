@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["Cli", "fail", "main"]
+__all__ = ["Cli", "fail", "main", "os_error_text"]
 
 _log = logging.getLogger("edgefleet.cli")
 
@@ -44,10 +44,12 @@ class Cli:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` on stderr and return the Exit to raise."""
+    """Print ``error: message`` on stderr and return the Exit to raise. The message is printed as is:
+    no rich markup and no ``:emoji:`` codes (``deploy a:fire:b`` must not turn into a flame)."""
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    Console(stderr=True, emoji=False).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -72,13 +74,43 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.app(args=argv, standalone_mode=True)
     except EdgefleetError as exc:
-        from .._redact import redact
-
-        raise SystemExit(_print_error(redact(str(exc)))) from None
+        raise SystemExit(_print_error(str(exc))) from None
+    except OSError as exc:
+        # A path the user gave that is a folder, a file, unwritable or unreadable; a TLS file that is not
+        # PEM. One line, as for our own errors; the traceback is there at debug level for a bug report.
+        _log.debug("OSError reached the command line", exc_info=True)
+        raise SystemExit(_print_error(os_error_text(exc))) from None
+    except UnicodeDecodeError as exc:
+        _log.debug("UnicodeDecodeError reached the command line", exc_info=True)
+        raise SystemExit(_print_error(f"a file given is not UTF-8 text ({exc.reason} at byte {exc.start})")) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
 
 
+def os_error_text(exc: OSError) -> str:
+    """``path: what went wrong`` for an OSError, e.g. ``/etc/x: Permission denied``."""
+    import ssl
+
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc} (a certificate or key file is not valid PEM, or they do not match)"
+    import errno
+
+    what = (
+        {
+            errno.EEXIST: "exists, and is not a folder",
+            errno.ENOTDIR: "a part of this path is a file, not a folder",
+            errno.EISDIR: "is a folder, not a file",
+        }.get(exc.errno or 0)
+        or exc.strerror
+        or str(exc)
+    )
+    if exc.filename is not None:
+        return f"{exc.filename}: {what}"
+    return what
+
+
 def _print_error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    from .._redact import redact
+
+    print(f"error: {redact(message)}", file=sys.stderr)
     return 1

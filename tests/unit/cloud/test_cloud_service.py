@@ -91,6 +91,34 @@ def test_push_list_and_refusals(controller: str, tmp_path: Path, keys: dict[str,
             fleet.deploy("toy-yolo:1.0.0", {"site": "a"}, ["1", "100%"])
         with pytest.raises(InvalidArgumentError, match="last wave must be 100%"):
             fleet.deploy("toy-yolo:1.0.0", {"site": "a"}, ["1", "50%"])
+        # Refused before any rollout exists: a NaN window used to create one the engine failed on every tick.
+        for kw, what in [
+            ({"health_window_s": float("nan")}, "health window"),
+            ({"health_window_s": 1e308}, "health window"),
+            ({"max_latency_ms": -1.0}, "max latency"),
+            ({"min_fps": float("inf")}, "min fps"),
+        ]:
+            with pytest.raises(InvalidArgumentError, match=what):
+                fleet.deploy("toy-yolo:1.0.0", {"site": "a"}, ["100%"], **kw)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("listen", "127.0.0.1", "host:port"),
+        ("listen", "127.0.0.1:99999", "port 0..65535"),
+        ("status_interval_s", float("nan"), "status_interval_s must be"),
+        ("lease_s", 0.0, "lease_s must be"),
+        ("default_health_window_s", -5.0, "default_health_window_s must be"),
+        ("revoked_keys", frozenset({"not-a-key-id!!"}), "not a publisher key id"),
+    ],
+)
+def test_controller_settings_refuse_what_it_cannot_run_on(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    kw: dict[str, Any] = {"db_url": f"sqlite:///{tmp_path}/c.db", "listen": "127.0.0.1:0", field: value}
+    with pytest.raises(InvalidArgumentError, match=message):
+        ControllerSettings(**kw)
 
 
 def test_a_push_whose_bytes_do_not_match_the_header_is_refused(controller: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ from ._errors import (
 )
 from ._registry import ArtifactStore
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
-from ._settings import ControllerSettings
+from ._settings import MAX_WINDOW_S, ControllerSettings
 from ._store import Row, Store
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
@@ -192,10 +193,13 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         selector = dict(request.selector)
         _check_labels(selector, "selector")
         waves = validate_waves(list(request.waves) or ["100%"])
-        if not 0.0 <= request.max_failure_ratio < 1.0:
+        if not 0.0 <= request.max_failure_ratio < 1.0:  # NaN fails this too
             raise InvalidArgumentError("max failure ratio must be in [0, 1)")
-        if request.health_window_s < 0:
-            raise InvalidArgumentError("health window must be >= 0 seconds")
+        if not 0.0 <= request.health_window_s <= MAX_WINDOW_S:
+            raise InvalidArgumentError(f"health window must be 0..{MAX_WINDOW_S:.0f} seconds")
+        for what, value in (("min fps", request.min_fps), ("max latency", request.max_latency_ms)):
+            if not (math.isfinite(value) and value >= 0):  # 0: no such gate
+                raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
         model = await self.store.call(self.store.model_by_ref, request.model_ref)
         devs = await self.store.call(self.store.list_devices, selector)
         if not devs:

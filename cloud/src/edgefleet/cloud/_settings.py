@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import math
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from ._auth import TLSFiles
 
-__all__ = ["ControllerSettings"]
+__all__ = ["MAX_WINDOW_S", "ControllerSettings"]
+
+MAX_WINDOW_S = 7 * 24 * 3600.0  # the longest health window a rollout may watch a device for
+_KEY_ID = re.compile(r"[0-9a-f]{16}")
 
 
 @dataclass
@@ -45,8 +52,29 @@ class ControllerSettings:
     revoked_keys: frozenset[str] = frozenset()  # publisher key ids refused at push
 
     def __post_init__(self) -> None:
+        self._check()
         if not self.replica_id:
             self.replica_id = f"{socket.gethostname()}:{self.listen.rsplit(':', 1)[-1]}"
+
+    def _check(self) -> None:
+        """Refuse values the controller cannot run on (a NaN interval, a port out of range) at start-up,
+        as InvalidArgumentError naming the setting, instead of failing later on every tick."""
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise InvalidArgumentError(f"listen address must be host:port with a port 0..65535, got {self.listen!r}")
+        for name in ("status_interval_s", "tick_s", "sweep_s", "resend_s", "lease_s", "stale_s", "hello_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise InvalidArgumentError(f"{name} must be a number of seconds > 0, got {value}")
+        if not (math.isfinite(self.default_health_window_s) and 0 <= self.default_health_window_s <= MAX_WINDOW_S):
+            raise InvalidArgumentError(
+                f"default_health_window_s must be 0..{MAX_WINDOW_S:.0f} seconds, got {self.default_health_window_s}"
+            )
+        if not (math.isfinite(self.grace_s) and self.grace_s >= 0):
+            raise InvalidArgumentError(f"grace_s must be >= 0 seconds, got {self.grace_s}")
+        bad = sorted(k for k in self.revoked_keys if not _KEY_ID.fullmatch(k))
+        if bad:
+            raise InvalidArgumentError(f"not a publisher key id (16 hex digits, `edgefleet keys`): {', '.join(bad)}")
 
     @property
     def artifacts_dir(self) -> Path:

@@ -46,6 +46,7 @@ __all__ = [
 
 Role = Literal["device", "controller", "admin"]
 ROLES: tuple[Role, ...] = ("device", "controller", "admin")
+MAX_DAYS = 36500  # a hundred years: the longest validity --days takes (beyond it dates overflow)
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9*]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
 
@@ -114,15 +115,30 @@ def _load_ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey
         raise CertError(f"{ca_dir}: cannot read the CA: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise CertError(f"{ca_dir}/ca.key: expected an EC private key")
+    if key.public_key() != cert.public_key():
+        raise CertError(f"{ca_dir}: ca.key is not the key of ca.pem (what it signs would not verify)")
+    if cert.not_valid_after_utc <= _now():
+        raise CertError(f"{ca_dir}: the CA expired on {cert.not_valid_after_utc:%Y-%m-%d}; create a new one (init-ca)")
     return cert, key
+
+
+def _check_days(days: int) -> None:
+    if not 1 <= days <= MAX_DAYS:
+        raise CertError(f"--days must be 1..{MAX_DAYS}, got {days}")
 
 
 def _index(ca_dir: Path) -> list[dict[str, Any]]:
     path = ca_dir / "index.json"
     if not path.exists():
         return []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return list(data.get("certificates", []))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = data["certificates"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and "serial" in e for e in entries):
+            raise TypeError("not a list of certificates")
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CertError(f"{path}: damaged ({exc}); restore it from a backup before issuing or revoking") from None
+    return list(entries)
 
 
 def _save_index(ca_dir: Path, entries: list[dict[str, Any]]) -> None:
@@ -131,6 +147,9 @@ def _save_index(ca_dir: Path, entries: list[dict[str, Any]]) -> None:
 
 def init_ca(ca_dir: Path, *, name: str = "edgefleet fleet CA", days: int = 3650, force: bool = False) -> Path:
     """Create the fleet CA in ``ca_dir`` (``ca.pem``, ``ca.key`` 0600, an empty ``crl.pem``)."""
+    _check_days(days)
+    if not 1 <= len(name) <= 64:
+        raise CertError(f"--name must be 1..64 characters (an X.509 common name), got {len(name)}")
     if (ca_dir / "ca.key").exists() and not force:
         raise CertError(f"{ca_dir}/ca.key exists; pass --force to replace the CA (every certificate dies)")
     key = ec.generate_private_key(ec.SECP256R1())
@@ -206,9 +225,9 @@ def issue(
         if not _NAME_RE.match(name):
             raise CertError(f"{role} name {name!r} must match [a-z0-9][a-z0-9._-]{{0,63}}")
         hosts = list(hosts or [])
-    if days <= 0:
-        raise CertError("--days must be positive")
+    _check_days(days)
     ca_cert, ca_key = _load_ca(ca_dir)
+    entries = _index(ca_dir)  # read before anything is written: a damaged index must not leave a stray cert
     cert_path, key_path = out_dir / f"{name}.pem", out_dir / f"{name}.key"
     if not force and (cert_path.exists() or key_path.exists()):
         raise CertError(f"{cert_path} or {key_path} exists; pass --force to overwrite")
@@ -259,7 +278,6 @@ def issue(
     )
     _write_private(key_path, _key_pem(key), force=True)
     _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
-    entries = _index(ca_dir)
     entries.append(
         {
             "serial": f"{serial:x}",
@@ -313,7 +331,9 @@ def revoke(ca_dir: Path, serial: str) -> dict[str, Any]:
 
 
 def list_issued(ca_dir: Path) -> list[dict[str, Any]]:
-    _load_ca(ca_dir)
+    """The index: needs ``ca.pem`` and ``index.json``, not ``ca.key`` (which is kept offline)."""
+    if not (ca_dir / "ca.pem").is_file():
+        raise CertError(f"{ca_dir}: no CA here (ca.pem missing); run `certs init-ca`")
     return _index(ca_dir)
 
 

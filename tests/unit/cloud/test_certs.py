@@ -1,0 +1,52 @@
+"""The fleet CA's edges: what a user gets wrong is refused before anything is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from edgefleet.cloud import _certs
+from edgefleet.cloud._certs import CertError, init_ca, issue, list_issued
+
+
+def test_init_ca_refuses_validity_and_names_it_cannot_sign(tmp_path: Path) -> None:
+    for kw, message in [
+        ({"days": 0}, "--days must be 1..36500"),
+        ({"days": 99_999_999}, "--days must be 1..36500"),
+        ({"name": ""}, "--name must be 1..64 characters"),
+        ({"name": "x" * 65}, "--name must be 1..64 characters"),
+    ]:
+        with pytest.raises(CertError, match=message):
+            init_ca(tmp_path / "ca", **kw)  # type: ignore[arg-type]
+        assert not (tmp_path / "ca" / "ca.key").exists()
+
+
+def test_a_damaged_index_refuses_issuing_and_writes_nothing(tmp_path: Path) -> None:
+    ca, out = tmp_path / "ca", tmp_path / "out"
+    init_ca(ca)
+    for damage in (b"", b"\x87\xff", b"[1, 2]", b'{"certificates": [1]}'):
+        (ca / "index.json").write_bytes(damage)
+        with pytest.raises(CertError, match="index.json: damaged"):
+            issue(ca, "device", "cam-1", out)
+        with pytest.raises(CertError, match="index.json: damaged"):
+            list_issued(ca)
+        assert not out.exists() or not any(out.iterdir()), "a certificate the index does not record"
+
+
+def test_a_ca_key_of_another_ca_or_an_expired_ca_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ca, other = tmp_path / "ca", tmp_path / "other"
+    init_ca(ca, days=1)
+    init_ca(other)
+    issued = issue(ca, "device", "cam-1", tmp_path / "out")
+    (ca / "ca.key").rename(tmp_path / "ca.key.offline")  # kept offline: listing still works
+    assert [e["name"] for e in list_issued(ca)] == ["cam-1"]
+    (ca / "ca.key").write_bytes((other / "ca.key").read_bytes())
+    with pytest.raises(CertError, match="ca.key is not the key of ca.pem"):
+        issue(ca, "device", "cam-2", tmp_path / "out")
+    (ca / "ca.key").write_bytes((tmp_path / "ca.key.offline").read_bytes())
+    later = issued.not_after + dt.timedelta(days=2)
+    monkeypatch.setattr(_certs, "_now", lambda: later)
+    with pytest.raises(CertError, match="the CA expired on"):
+        issue(ca, "device", "cam-2", tmp_path / "out")

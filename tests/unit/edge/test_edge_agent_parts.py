@@ -57,6 +57,8 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
         ("device_id", "Cam 01", "device_id"),
         ("labels", {"site": "a b"}, "labels"),
         ("typo", 1, "typo"),
+        ("controller", {"address": "not an address"}, "controller.address"),
+        ("controller", {"address": "127.0.0.1:99999"}, "controller.address"),
     ):
         path.write_text(yaml.safe_dump({**good, field: value}))
         with pytest.raises(AgentConfigError) as exc:
@@ -64,6 +66,9 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
         assert str(path) in str(exc.value) and needle in str(exc.value)
     with pytest.raises(AgentConfigError, match="no such config file"):
         load_agent_config(tmp_path / "missing.yaml")
+    path.write_bytes(bytes(range(128, 256)))
+    with pytest.raises(AgentConfigError, match="not a YAML file"):
+        load_agent_config(path)
 
 
 def test_store_installs_a_signed_artifact(tmp_path: Path, keys: dict[str, Path]) -> None:

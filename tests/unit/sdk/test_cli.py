@@ -144,6 +144,7 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
         ([*run, "--out", str(tmp_path)], f"{tmp_path}: is a folder"),
         ([*run, "--out", str(tmp_path / "x.txt")], "an annotated video is written as .mkv, .mov, .mp4"),
     ]
+    cases.append((["controller", "serve", "--log-level", "LOUD"], "--log-level must be one of DEBUG, INFO"))
     if Path("/sys").is_dir():  # refuses new files even to root
         cases.append(([*run, "--out", "/sys/x.mp4"], "/sys/x.mp4: cannot write in /sys"))
     for args, message in cases:
@@ -154,10 +155,10 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
 
 
 def test_error_text_is_printed_as_is(tmp_path: Path) -> None:
-    """rich must not read user text as markup or emoji codes (``127.0.0.1:abc:`` is not a symbol)."""
+    """rich must not read user text as markup or emoji codes (``a:fire:b`` is not a flame)."""
     res = _run(
-        "controller", "serve", "--listen", "127.0.0.1:abc", "--insecure", "--allow-unsigned",
+        "controller", "serve", "--revoked-key", "a:fire:b[bold]", "--insecure", "--allow-unsigned",
         "--db", f"sqlite:///{tmp_path / 'c.db'}", "--data-dir", str(tmp_path / "data"),
     )  # fmt: skip
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert "cannot listen on 127.0.0.1:abc" in res.stderr.splitlines()[-1]
+    assert "not a publisher key id (16 hex digits, `edgefleet keys`): a:fire:b[bold]" in res.stderr

@@ -12,6 +12,8 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from edgefleet.cloud import _telemetry_cli as tcli
+from edgefleet.cloud._telemetry import TelemetryIngestError
+from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
 from edgefleet.edge import _telemetry as tel
 from tests.support.telemetry_stats import pipeline_stats
 
@@ -24,8 +26,11 @@ def test_exported_names() -> None:
 def test_broker_urls(tmp_path: Path) -> None:
     a = tel.parse_broker_url("mqtt://127.0.0.1")
     assert (a.host, a.port, a.tls) == ("127.0.0.1", 1883, False)
-    ca = tmp_path / "ca.pem"
-    ca.write_text("x")
+    from edgefleet.cloud._certs import init_ca
+
+    ca = init_ca(tmp_path / "fleet-ca")
+    junk = tmp_path / "junk.pem"
+    junk.write_bytes(b"\x87 not PEM")
     b = tel.parse_broker_url("mqtts://dev:s3cret@broker.example:9999", ca_file=ca)
     assert (b.port, b.tls, b.username, b.password, b.ca_file) == (9999, True, "dev", "s3cret", ca)
     assert "s3cret" not in repr(b) and "s3cret" not in b.redacted_url
@@ -38,6 +43,21 @@ def test_broker_urls(tmp_path: Path) -> None:
     ):
         with pytest.raises(tel.BrokerUrlError):
             tel.parse_broker_url(bad, **kw)  # type: ignore[arg-type]
+    # read at parse time: in the publisher's thread a bad file used to end telemetry with a thread traceback
+    for kw in ({"ca_file": junk}, {"cert_file": junk, "key_file": junk}):
+        with pytest.raises(tel.BrokerUrlError, match="TLS files not usable"):
+            tel.parse_broker_url("mqtts://h", **kw)  # type: ignore[arg-type]
+    with pytest.raises(TelemetryIngestError, match="TLS files not usable"):
+        cloud_url("mqtts://h", ca_file=junk)
+
+
+def test_tail_refuses_names_that_are_not_one_topic_level() -> None:
+    from edgefleet.cloud._telemetry._tail import tail
+
+    nowhere = cloud_url("mqtt://127.0.0.1:1")  # never reached: the names are checked first
+    for kw in ({"device_id": "cam/#"}, {"device_id": "cam+"}, {"device_id": "cam", "fleet": "a/b"}):
+        with pytest.raises(TelemetryIngestError, match="must be one MQTT topic level"):
+            tail(nowhere, **kw)  # type: ignore[arg-type]
 
 
 def test_pipeline_message_and_prometheus() -> None:

@@ -141,16 +141,15 @@ def _controller_commands(grp: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Serve AgentService, FleetService and grpc.health.v1 until SIGINT/SIGTERM."""
-        import logging
 
         from edgefleet.sdk import key_id as key_id_of
         from edgefleet.sdk import load_public_key
+        from edgefleet.sdk._cli import set_log_level
 
         from ._server import serve
         from ._settings import ControllerSettings
 
-        logging.getLogger().setLevel(log_level.upper())
-        logging.getLogger("edgefleet").setLevel(log_level.upper())
+        set_log_level(log_level)
         with _user_errors():
             keys = {}
             for path in trusted_key or []:

@@ -173,7 +173,10 @@ class Agent:
             except grpc.aio.AioRpcError as exc:
                 _log.warning("controller %s: %s (%s)", c.address, exc.code().name, exc.details())
             except (OSError, TimeoutError) as exc:
-                _log.warning("controller %s: %s", c.address, exc)
+                why = str(exc) or (
+                    f"no answer within {c.connect_timeout_s:g} s" if isinstance(exc, TimeoutError) else repr(exc)
+                )
+                _log.warning("controller %s: %s", c.address, why)
             finally:
                 self._out = None
                 self.connected.clear()

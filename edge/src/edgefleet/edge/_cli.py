@@ -26,7 +26,7 @@ def register(cli: Any) -> None:
         import logging
 
         from edgefleet.sdk import EdgefleetError
-        from edgefleet.sdk._cli import fail
+        from edgefleet.sdk._cli import fail, set_log_level
 
         from ._errors import AgentError
         from ._main import run_agent
@@ -41,8 +41,7 @@ def register(cli: Any) -> None:
                 root.addHandler(logging.StreamHandler())
             for handler in root.handlers:
                 handler.setFormatter(JsonLinesFormatter(static={"service": "edgefleet-agent"}))
-        logging.getLogger().setLevel(log_level.upper())
-        logging.getLogger("edgefleet").setLevel(log_level.upper())
+        set_log_level(log_level)
         try:
             run_agent(config)
         except (AgentError, EdgefleetError) as exc:

@@ -42,6 +42,16 @@ class ControllerConfig(_Strict):
     backoff_initial_s: float = Field(1.0, gt=0)
     backoff_max_s: float = Field(60.0, gt=0)
 
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, v: str) -> str:
+        if v.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):  # gRPC target names, taken as they are
+            return v
+        host, _, port = v.rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or any(c.isspace() for c in v):
+            raise ValueError(f"must be host:port (port 1..65535), got {v!r}")
+        return v
+
 
 class AgentConfig(_Strict):
     """Example::

@@ -202,13 +202,17 @@ def run_bench(
     as_json: bool,
     out: Path | None,
 ) -> dict[str, Any]:
+    from ._errors import ConfigError, SourceError
     from ._package import load_package
 
-    load_package(model)  # a clear error before spending time
+    load_package(model)  # clear errors before spending time
     if not source.is_file():
-        from ._errors import SourceError
-
         raise SourceError(f"{source}: no such video file")
+    for name, value in (("--frames", frames), ("--batch", batch), ("--streams", streams)):
+        if value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
+    if out is not None and out.is_dir():
+        raise ConfigError(f"--out {out}: is a folder; give a file name such as {out / 'bench.json'}")
     results: dict[str, Any] = {}
     # (name, mode, extra arguments); the single-worker pipeline shows what the parallel workers add
     runs = [
@@ -243,7 +247,8 @@ def run_bench(
         if proc.returncode != 0:
             from ._errors import EdgefleetError
 
-            raise EdgefleetError(f"bench mode {name} failed: {proc.stderr.strip().splitlines()[-1:]}")
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1].strip()
+            raise EdgefleetError(f"bench mode {name} failed: {last}")
         results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     report = {
         "command": " ".join(
@@ -278,10 +283,10 @@ def run_bench(
         "load_average_at_end": _loadavg(),
     }
     text = json.dumps(report, indent=2)
+    print(text, flush=True)  # first: a file that cannot be written must not lose the figures
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n", encoding="utf-8")
-    print(text)
     return report
 
 

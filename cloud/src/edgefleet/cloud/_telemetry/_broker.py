@@ -35,14 +35,20 @@ class BrokerAddress:
         user = f"{self.username}:***@" if self.username else ""
         return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
 
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+        if self.cert_file is not None:
+            ctx.load_cert_chain(str(self.cert_file), str(self.key_file) if self.key_file else None)
+        return ctx
+
     def configure(self, client: mqtt.Client) -> None:
         """Credentials and TLS on a paho client."""
         if self.username is not None:
             client.username_pw_set(self.username, self.password)
-        if self.tls:
-            ctx = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-            if self.cert_file is not None:
-                ctx.load_cert_chain(str(self.cert_file), str(self.key_file) if self.key_file else None)
+        ctx = self.ssl_context()
+        if ctx is not None:
             client.tls_set_context(ctx)
 
 
@@ -70,7 +76,9 @@ def parse_broker_url(
         if value is not None and not Path(value).is_file():
             raise TelemetryIngestError(f"{name} {value} does not exist")
         paths.append(Path(value) if value is not None else None)
-    return BrokerAddress(
+    if paths[2] is not None and paths[1] is None:
+        raise TelemetryIngestError("key_file given without cert_file")
+    address = BrokerAddress(
         host=parts.hostname,
         port=port,
         tls=tls,
@@ -80,3 +88,9 @@ def parse_broker_url(
         cert_file=paths[1],
         key_file=paths[2],
     )
+    try:  # read the TLS files now, not in paho's thread at connect time
+        address.ssl_context()
+    except (ssl.SSLError, OSError) as exc:
+        names = ", ".join(str(x) for x in paths if x is not None) or "the system CA store"
+        raise TelemetryIngestError(f"TLS files not usable ({names}): {getattr(exc, 'reason', None) or exc}") from None
+    return address

@@ -68,15 +68,17 @@ def print_live(
     timeout: float | None,
 ) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from ._tail import tail
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     seen = 0
+    messages = tail(broker, device, fleet=fleet, kind=kind, timeout_s=timeout)  # checks the names first
     if not json_out:
-        console.print(f"[dim]tailing {device} on {broker.redacted_url} (Ctrl-C to stop)[/]")
+        console.print(f"[dim]tailing {escape(device)} on {broker.redacted_url} (Ctrl-C to stop)[/]")
     try:
-        for item in tail(broker, device, fleet=fleet, kind=kind, timeout_s=timeout):
+        for item in messages:
             if isinstance(item, Rejected):
                 console.print(f"[yellow]rejected[/] {item.reason}: {item.detail}")
                 continue

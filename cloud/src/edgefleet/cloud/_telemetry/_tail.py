@@ -34,14 +34,23 @@ def tail(
     """Yield each message (or its rejection) for ``device_id`` until ``timeout_s`` or the caller stops.
 
     Retained status arrives first. Uses a private, non-shared subscription: it sees every message, and
-    never takes one away from the ingesting controller replicas.
+    never takes one away from the ingesting controller replicas. A device id, fleet or kind that is not
+    one topic level raises TelemetryIngestError here, before anything connects.
     """
+    for what, value in (("device id", device_id), ("fleet", fleet), ("kind", kind)):
+        if not value or "/" in value or "#" in value or ("+" in value and value != "+"):
+            raise TelemetryIngestError(f"{what} {value!r} must be one MQTT topic level (no / or #; + alone)")
+    return _tail(broker, f"edgefleet/v1/{fleet}/{device_id}/{kind}", timeout_s, connect_timeout_s, max_payload_bytes)
+
+
+def _tail(
+    broker: BrokerAddress, topic: str, timeout_s: float | None, connect_timeout_s: float, max_payload_bytes: int
+) -> Iterator[Parsed | Rejected]:
     inbox: queue.Queue[Parsed | Rejected] = queue.Queue(maxsize=10_000)
     connected = threading.Event()
     failure: list[str] = []
     client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     broker.configure(client)
-    topic = f"edgefleet/v1/{fleet}/{device_id}/{kind}"
 
     def on_connect(c: mqtt.Client, _u: object, _f: object, reason: object, _p: object) -> None:
         if getattr(reason, "is_failure", False):
@@ -69,8 +78,10 @@ def tail(
         raise TelemetryIngestError(f"cannot reach broker {broker.redacted_url}: {exc}") from None
     client.loop_start()
     try:
-        if not connected.wait(connect_timeout_s) or failure:
-            raise TelemetryIngestError(f"broker {broker.redacted_url} refused: {failure or 'no answer'}")
+        if not connected.wait(connect_timeout_s):
+            raise TelemetryIngestError(f"broker {broker.redacted_url}: no answer in {connect_timeout_s:g} s")
+        if failure:
+            raise TelemetryIngestError(f"broker {broker.redacted_url} refused: {failure[0]}")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while deadline is None or time.monotonic() < deadline:
             try:

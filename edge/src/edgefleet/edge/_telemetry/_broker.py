@@ -83,7 +83,7 @@ def parse_broker_url(
         raise BrokerUrlError("key_file given without cert_file")
     user = username if username is not None else (unquote(parts.username) if parts.username else None)
     secret = password if password is not None else (unquote(parts.password) if parts.password else None)
-    return BrokerAddress(
+    address = BrokerAddress(
         host=parts.hostname,
         port=port,
         tls=tls,
@@ -93,3 +93,9 @@ def parse_broker_url(
         cert_file=paths["cert_file"],
         key_file=paths["key_file"],
     )
+    try:  # read the TLS files now: at connect time, in the publisher's thread, a bad one would go unseen
+        address.ssl_context()
+    except (ssl.SSLError, OSError) as exc:
+        names = ", ".join(f"{k} {v}" for k, v in paths.items() if v is not None) or "the system CA store"
+        raise BrokerUrlError(f"TLS files not usable ({names}): {getattr(exc, 'reason', None) or exc}") from None
+    return address

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["Cli", "fail", "main", "os_error_text"]
+__all__ = ["LOG_LEVELS", "Cli", "fail", "main", "os_error_text", "set_log_level"]
 
 _log = logging.getLogger("edgefleet.cli")
 
@@ -51,6 +51,18 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
     Console(stderr=True, emoji=False).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def set_log_level(level: str) -> None:
+    """``--log-level`` for the long-running commands (controller, agent); an unknown level is a user error."""
+    name = level.upper()
+    if name not in LOG_LEVELS:
+        raise fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {level!r}", 1)
+    logging.getLogger().setLevel(name)
+    logging.getLogger("edgefleet").setLevel(name)
 
 
 def build() -> Cli:

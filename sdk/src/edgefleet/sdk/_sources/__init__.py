@@ -16,6 +16,7 @@ __all__ = ["Source", "SourceDisconnected", "SourceSpec", "create_source", "parse
 _ID_RE = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(.+)$", re.S)
 _DEV_RE = re.compile(r"^(?:/dev/video\d+|usb:\d+|v4l2:\d+)$")
 _COMMON = {"queue", "realtime", "loop", "live"}
+_TRANSPORTS = ("tcp", "udp", "udp_multicast", "http", "https")  # FFmpeg's rtsp_transport values
 # What each kind of source reads beyond the common options, and the type each must parse as: a misspelt
 # or unknown option is an error at parse time, not silently ignored (a typo in ``realtime`` would
 # otherwise change how a file is paced without a word).
@@ -71,6 +72,8 @@ def parse_source(text: str, index: int = 0) -> SourceSpec:
     elif lowered.startswith(("rtsp://", "rtsps://", "http://", "https://", "rtmp://", "udp://", "srt://")):
         kind = "network"
         parts = urlsplit(text)
+        if not parts.hostname:
+            raise SourceError(f"{redact_uri(text)}: no host in this URL")
         # Our own options travel as a fragment so the camera's query string stays untouched.
         if parts.fragment:
             options = dict(parse_qsl(parts.fragment))
@@ -132,6 +135,9 @@ def _check_options(kind: str, options: dict[str, str], text: str) -> None:
         raise SourceError(
             f"{redact_uri(text)}: unknown option {', '.join(unknown)} for a {kind} source (known: {names})"
         )
+    transport = options.get("transport")
+    if kind == "network" and transport is not None and transport not in _TRANSPORTS:
+        raise SourceError(f"{redact_uri(text)}: transport must be one of {', '.join(_TRANSPORTS)}, got {transport!r}")
     for name, value in options.items():
         try:
             known[name](value)

@@ -108,6 +108,20 @@ def test_models_inspect_json(nanodet: Path) -> None:
     info = json.loads(res.stdout)
     assert info["ref"] == "nanodet-m:1.0.0" and info["verified"] is True
     assert info["model_io"]["inputs"][0]["name"] == "image"
+    assert info["decoder_built_in"] is True
+
+
+def test_models_inspect_says_when_the_decoder_is_not_built_in(nanodet: Path, tmp_path: Path) -> None:
+    import shutil
+
+    pkg = tmp_path / "custom"
+    shutil.copytree(nanodet, pkg)
+    manifest = pkg / "manifest.yaml"
+    manifest.write_text(manifest.read_text().replace("type: nanodet", "type: people-count"))
+    info = json.loads(_run("models", "inspect", str(pkg), "--json").stdout)
+    assert info["decoder_built_in"] is False
+    res = _run("models", "inspect", str(pkg))
+    assert res.returncode == 0 and "is not a built-in decoder" in res.stdout
 
 
 def test_outputs_that_would_overwrite_inputs_are_refused(nanodet: Path, clip: Path, tmp_path: Path) -> None:

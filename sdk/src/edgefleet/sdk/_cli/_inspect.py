@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .._backends import create_backend
 from .._config import OnnxRuntimeConfig
+from .._decoders import decoder_names
 from .._model import check_io
 from .._package import load_package
 
@@ -40,6 +41,8 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
         "input": m.input.model_dump(mode="json"),
         "outputs": [o.model_dump(mode="json") for o in m.outputs],
         "decoder": m.decoder.model_dump(mode="json"),
+        # False: not built in; an application must register it (register_decoder) before running the model
+        "decoder_built_in": m.decoder.type in decoder_names(),
         "labels": len(pkg.labels),
         "files": {k: v.model_dump() for k, v in m.files.items()},
         "verified": True,
@@ -63,6 +66,12 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
     t.add_row("normalise", f"mean {list(i.mean)} std {list(i.std)}")
     t.add_row("outputs", ", ".join(f"{o.name} {list(o.shape)}" for o in m.outputs))
     t.add_row("decoder", json.dumps(m.decoder.model_dump(mode="json")))
+    if not info["decoder_built_in"]:
+        t.add_row(
+            "",
+            f"[yellow]{m.decoder.type!r} is not a built-in decoder ({', '.join(decoder_names())}): "
+            "`edgefleet run` cannot serve this model; an application must register_decoder() it[/]",
+        )
     t.add_row("labels", f"{len(pkg.labels)} ({', '.join(pkg.labels[:5])}{', …' if len(pkg.labels) > 5 else ''})")
     t.add_row("files", f"{len(m.files)} verified (sha256 and size)")
     t.add_row("signature", f"ed25519 by key {m.signature.key_id}" if m.signature else "unsigned")

@@ -165,6 +165,24 @@ def test_telemetry_sent_before_any_controller_subscribes_waits_for_one(
     assert store.sequences("cam-early", "telemetry") == sent
 
 
+def test_ingester_says_once_that_its_broker_is_unreachable(
+    store: TelemetryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A controller pointed at a broker that is not there used to retry in silence, even at DEBUG."""
+    ing = Ingester(cloud_url(f"mqtt://127.0.0.1:{free_port()}"), store, compact_every_s=None)
+    ing.start()
+    try:
+
+        def said() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+
+        assert wait_for(said, 10), "nothing said about the unreachable broker"
+        time.sleep(1.5)  # several retries (backoff 0.1..5 s)
+        assert len(said()) == 1, said()
+    finally:
+        ing.stop(1)
+
+
 def test_agent_on_dead_port_spools_then_replays_in_order(tmp_path: Path, store: TelemetryStore) -> None:
     port = free_port()  # nothing listens here yet
     url = f"mqtt://127.0.0.1:{port}"

@@ -165,6 +165,7 @@ class Ingester:
         self._limiter = _DeviceLimiter(device_rate_per_s, device_burst) if device_rate_per_s else None
         self._stop = threading.Event()
         self._subscribed = threading.Event()
+        self._unreachable = False  # warned about the broker being unreachable since the last connection
         self._client: mqtt.Client | None = None
         self._writer: threading.Thread | None = None
 
@@ -183,6 +184,7 @@ class Ingester:
         client.max_queued_messages_set(0)
         self.broker.configure(client)
         client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
@@ -256,12 +258,19 @@ class Ingester:
             return
         with self._ack_lock:
             self._generation += 1
+        self._unreachable = False
         _log.info(
             "telemetry ingest connected to %s (session present: %s)",
             self.broker.redacted_url,
             getattr(flags, "session_present", None),
         )
         client.subscribe(self.topic, options=SubscribeOptions(qos=1))
+
+    def _on_connect_fail(self, _c: mqtt.Client, _u: Any) -> None:
+        """No TCP connection (refused, unreachable, DNS): said once per outage, retried with backoff."""
+        if not self._unreachable:
+            self._unreachable = True
+            _log.warning("telemetry ingest: broker %s unreachable; retrying", self.broker.redacted_url)
 
     def _on_subscribe(self, _c: mqtt.Client, _u: Any, _mid: int, reasons: list[ReasonCode], _p: Any) -> None:
         if any(r.is_failure for r in reasons):

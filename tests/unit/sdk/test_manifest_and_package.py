@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,28 @@ def test_tar_package_loads(pkg: Path, tmp_path: Path) -> None:
     p = load_package(archive, unpack_dir=tmp_path / "unpacked")
     assert p.ref == "toy-yolo:1.0.0"
     assert p.root.is_relative_to(tmp_path / "unpacked")
+
+
+def test_a_tar_unpacked_to_a_temporary_folder_leaves_nothing_behind(pkg: Path, tmp_path: Path) -> None:
+    """`models inspect pkg.tar` left a copy of the package in /tmp at every call."""
+    import gc
+
+    archive = tmp_path / "pkg.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(pkg, arcname="toy")
+    p = load_package(archive)
+    scratch = p.root.parent
+    assert scratch.name.startswith("edgefleet-pkg-") and (p.root / "manifest.yaml").is_file()
+    del p
+    gc.collect()
+    assert not scratch.exists(), "the unpacked copy outlived the package"
+    (pkg / "model.onnx").write_bytes(b"corrupt")
+    with tarfile.open(archive, "w") as tar:
+        tar.add(pkg, arcname="toy")
+    before = set(Path(tempfile.gettempdir()).glob("edgefleet-pkg-*"))
+    with pytest.raises(IntegrityError):
+        load_package(archive)
+    assert set(Path(tempfile.gettempdir()).glob("edgefleet-pkg-*")) == before, "a refused package left its copy"
 
 
 def test_tar_with_link_is_refused(pkg: Path, tmp_path: Path) -> None:

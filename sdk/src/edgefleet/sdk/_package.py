@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import tarfile
 import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,11 +145,34 @@ def load_package(
     root = Path(path)
     if not root.exists():
         raise ManifestError(f"{root}: no such model package")
+    scratch: Path | None = None  # a temporary folder of ours: removed with the package (or on failure)
     if root.is_file():
         if not tarfile.is_tarfile(root):
             raise ManifestError(f"{root}: a model package is a folder with manifest.yaml, or a tar of one")
-        dest = Path(unpack_dir) if unpack_dir else Path(tempfile.mkdtemp(prefix="edgefleet-pkg-"))
-        root = _unpack_tar(root, dest)
+        if unpack_dir:
+            dest = Path(unpack_dir)
+        else:
+            dest = scratch = Path(tempfile.mkdtemp(prefix="edgefleet-pkg-"))
+        try:
+            root = _unpack_tar(root, dest)
+        except BaseException:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+    try:
+        pkg = _check_package(root, verify, trusted_keys, require_signature)
+    except BaseException:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if scratch is not None:
+        weakref.finalize(pkg, shutil.rmtree, scratch, ignore_errors=True)
+    return pkg
+
+
+def _check_package(
+    root: Path, verify: bool, trusted_keys: Mapping[str, PublicKey] | None, require_signature: bool
+) -> ModelPackage:
     manifest = read_manifest(root / "manifest.yaml")
     if verify:
         verify_files(root, manifest)

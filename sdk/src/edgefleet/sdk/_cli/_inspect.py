@@ -55,7 +55,7 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
         print(json.dumps(info, indent=2))
         return
     console = Console()
-    t = Table(title=f"{m.ref}  ({pkg.root})", show_header=False)
+    t = Table(title=f"{m.ref}  ({path})", show_header=False)
     t.add_column("field")
     t.add_column("value")
     t.add_row("task", m.task)

@@ -60,6 +60,21 @@ def test_tail_refuses_names_that_are_not_one_topic_level() -> None:
             tail(nowhere, **kw)  # type: ignore[arg-type]
 
 
+def test_telemetry_show_reads_without_creating_and_names_the_problem(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from edgefleet.cloud._telemetry._render import print_summary
+
+    with pytest.raises(TelemetryIngestError, match="no controller database here"):
+        print_summary(f"sqlite:///{tmp_path}/nope/c.db", "cam", timedelta(hours=1), json_out=True)
+    assert not (tmp_path / "nope").exists(), "looking created the folder"
+    (tmp_path / "other.db").touch()
+    with pytest.raises(TelemetryIngestError, match=r"no such table: .* \(is this a controller database\?\)"):
+        print_summary(f"sqlite:///{tmp_path}/other.db", "cam", timedelta(hours=1), json_out=True)
+    with pytest.raises(TelemetryIngestError, match="the database is a URL: sqlite:///"):
+        print_summary(str(tmp_path / "other.db"), "cam", timedelta(hours=1), json_out=True)
+
+
 def test_pipeline_message_and_prometheus() -> None:
     msg = tel.pipeline_message("default", pipeline_stats())
     assert msg.fps == 29.5 and msg.queue_depths["infer"] == 2 and msg.pixel_copies["host_to_device"] == 98

@@ -161,8 +161,12 @@ def database_url(url: str) -> str:
     """Accept ``sqlite:///path`` and ``postgresql://...`` and pick the drivers edgefleet pins."""
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url in ("sqlite://", "sqlite:///", "sqlite:///:memory:"):
+        raise DatabaseError("an in-memory SQLite database keeps nothing; give a file: sqlite:///path/controller.db")
     if url.startswith(("sqlite://", "postgresql+psycopg://")):
         return url
+    if "://" not in url:  # a bare path
+        raise DatabaseError(f"the database is a URL: sqlite:///{url} for this file, or postgresql://...")
     raise DatabaseError(f"unsupported database URL {url.split('://', 1)[0]}://… (use sqlite:/// or postgresql://)")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from ._broker import BrokerAddress
@@ -102,6 +103,10 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
     from .._errors import DatabaseError
     from ._store import TelemetryStore
 
+    if db.startswith("sqlite:///"):  # reading: never create the file (or its folder) by looking
+        path = Path(db.split("sqlite:///", 1)[1])
+        if not path.is_file():
+            raise TelemetryIngestError(f"{path}: no controller database here (see `controller serve --db`)")
     try:
         engine = create_engine(db)
     except DatabaseError as exc:
@@ -113,8 +118,9 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         latest = store.recent(device, window, kind="telemetry", limit=1)
         events = store.recent(device, window, kind="events", limit=10)
     except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
         raise TelemetryIngestError(
-            f"cannot read telemetry from {db.rsplit('@', maxsplit=1)[-1]}: {exc.__class__.__name__}"
+            f"cannot read telemetry from {db.rsplit('@', maxsplit=1)[-1]}: {first} (is this a controller database?)"
         ) from None
     finally:
         engine.dispose()

@@ -50,3 +50,29 @@ def test_a_ca_key_of_another_ca_or_an_expired_ca_is_refused(tmp_path: Path, monk
     monkeypatch.setattr(_certs, "_now", lambda: later)
     with pytest.raises(CertError, match="the CA expired on"):
         issue(ca, "device", "cam-2", tmp_path / "out")
+
+
+def test_mosquitto_config_refuses_tls_files_mosquitto_would_refuse(tmp_path: Path) -> None:
+    """They used to be written into mosquitto.conf as given; the broker failed later, or at a client."""
+    from edgefleet.cloud._mosquitto import render_mosquitto
+
+    ca, other = tmp_path / "ca", tmp_path / "other"
+    init_ca(ca)
+    init_ca(other)
+    server = issue(ca, "controller", "localhost", tmp_path / "out")
+    junk = tmp_path / "junk.pem"
+    junk.write_bytes(b"\x87 not PEM")
+    good = {"ca": ca / "ca.pem", "cert": server.cert, "key": server.key, "crl": ca / "crl.pem"}
+    assert render_mosquitto(tmp_path / "conf", **good).is_file()  # type: ignore[arg-type]
+    for change, message in [
+        ({"ca": junk}, "--ca .*: not a PEM certificate"),
+        ({"ca": ca / "ca.key"}, "--ca .*: not a PEM certificate"),
+        ({"ca": server.cert}, "not a CA certificate"),
+        ({"key": ca / "ca.key"}, "is not the private key of --cert"),
+        ({"ca": other / "ca.pem"}, "was not issued by --ca"),
+        ({"crl": other / "crl.pem"}, "--crl .* is not signed by --ca"),
+        ({"bind": "not an addr"}, "neither an IP address nor a host name"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            render_mosquitto(tmp_path / "bad", **{**good, **change})  # type: ignore[arg-type]
+        assert not (tmp_path / "bad").exists(), "files written for a refused config"

@@ -173,6 +173,8 @@ def test_unknown_or_malformed_options_are_named(clip: Path) -> None:
         parse_source(f"nvdec:{clip}?width=640")
     with pytest.raises(SourceError, match="option fps must be a number, got 'fast'"):
         parse_source("synthetic:?fps=fast")
+    with pytest.raises(SourceError, match="fps 0..10000"):
+        create_source(parse_source("synthetic:?fps=nan"))
     with pytest.raises(SourceError, match="transport must be one of tcp, udp"):
         parse_source("rtsp://127.0.0.1:8554/x#transport=carrierpigeon")
     with pytest.raises(SourceError, match="no host in this URL"):

@@ -196,8 +196,12 @@ def _key_commands(grp: typer.Typer) -> None:
         force: Annotated[bool, typer.Option(help="Overwrite existing files")] = False,
     ) -> None:
         """Create an Ed25519 publisher key pair (private key mode 0600)."""
+        import re
+
         from edgefleet.sdk import generate_signing_key
 
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+            raise _fail(f"--name {name!r} must be a file name stem: letters, digits, . _ - (no / or leading dot)")
         priv, pub = out_dir / f"{name}.pem", out_dir / f"{name}.pub.pem"
         if not force and (priv.exists() or pub.exists()):
             raise _fail(f"{priv} or {pub} exists; pass --force to overwrite")

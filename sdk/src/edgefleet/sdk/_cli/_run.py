@@ -72,11 +72,25 @@ def run_command(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    cfg = (
-        load_pipeline_config(config)
-        if config
-        else _config_from_flags(model, sources, batch, device, backend, max_frames, score)
-    )
+    if config is not None:
+        given = [
+            flag
+            for flag, on in (
+                ("--model", model is not None),
+                ("--source", bool(sources)),
+                ("--batch", batch != 1),
+                ("--device", device != "cpu"),
+                ("--backend", backend != "onnxruntime"),
+                ("--max-frames", max_frames is not None),
+                ("--score", score is not None),
+            )
+            if on
+        ]
+        if given:  # they used to be ignored without a word
+            raise ConfigError(f"--config takes the place of {', '.join(given)}: set them in {config}, or drop --config")
+        cfg = load_pipeline_config(config)
+    else:
+        cfg = _config_from_flags(model, sources, batch, device, backend, max_frames, score)
     _check_outputs(cfg, config, jsonl=jsonl, out=out)
     console = Console(stderr=True, quiet=quiet or as_json)
     sinks: list[Sink] = []

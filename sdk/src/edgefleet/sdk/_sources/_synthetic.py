@@ -27,8 +27,8 @@ class SyntheticSource(Source):
             self.white_after = int(spec.options.get("white_after", "-1"))
         except ValueError as exc:
             raise SourceError(f"{spec.uri}: bad option ({exc})") from None
-        if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192) or self.fps <= 0 or self.frames < 0:
-            raise SourceError(f"{spec.uri}: width/height must be 16..8192, fps > 0, frames >= 0")
+        if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192) or not 0 < self.fps < 1e4 or self.frames < 0:
+            raise SourceError(f"{spec.uri}: width/height must be 16..8192, fps 0..10000 (not 0), frames >= 0")
         self._n = 0
         self._bars = np.zeros((self.height, self.width, 3), np.uint8)
         colours = np.array(

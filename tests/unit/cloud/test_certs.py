@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,26 @@ def test_mosquitto_config_refuses_tls_files_mosquitto_would_refuse(tmp_path: Pat
         with pytest.raises(ValueError, match=message):
             render_mosquitto(tmp_path / "bad", **{**good, **change})  # type: ignore[arg-type]
         assert not (tmp_path / "bad").exists(), "files written for a refused config"
+
+
+def test_controller_tls_files_are_checked_before_grpc_sees_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gRPC answered a bad file with 'cannot listen on ...: Failed to bind to address'."""
+    import typer
+
+    from edgefleet.cloud._cli_security import controller_security
+
+    init_ca(tmp_path / "ca")
+    server = issue(tmp_path / "ca", "controller", "localhost", tmp_path / "out")
+    junk = tmp_path / "junk.pem"
+    junk.write_bytes(b"not PEM")
+    ca = tmp_path / "ca" / "ca.pem"
+    assert controller_security(server.cert, server.key, ca, None, False, None, [])["tls"] is not None
+    for cert, key, message in [
+        (junk, server.key, "--tls-cert .*junk.pem: not a PEM certificate"),
+        (server.cert, tmp_path / "ca" / "ca.key", "--tls-key .* is not the private key of --tls-cert"),
+    ]:
+        with pytest.raises(typer.Exit):
+            controller_security(cert, key, ca, None, False, None, [])
+        assert re.search(message, capsys.readouterr().err.replace("\n", ""))

@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ._errors import CloudError
 
 __all__ = [
+    "check_tls_files",
     "CertError",
     "Identity",
     "Issued",
@@ -143,6 +145,68 @@ def _index(ca_dir: Path) -> list[dict[str, Any]]:
 
 def _save_index(ca_dir: Path, entries: list[dict[str, Any]]) -> None:
     _write_public(ca_dir / "index.json", json.dumps({"certificates": entries}, indent=2).encode())
+
+
+def check_tls_files(
+    ca: Path,
+    cert: Path,
+    key: Path,
+    crl: Path | None,
+    *,
+    flags: tuple[str, str, str, str] = ("--ca", "--cert", "--key", "--crl"),
+    cert_from_ca: bool = True,
+) -> None:
+    """What Mosquitto would refuse only when started (or, for a mismatched pair, at the first client): the
+    files are PEM of the right kind, the key is the certificate's, the certificate and the CRL are the
+    CA's (``cert_from_ca``: a controller's server certificate may come from elsewhere than the CA its
+    clients chain to). Raises ValueError naming the file by its flag in ``flags``."""
+    f_ca, f_cert, f_key, f_crl = flags
+
+    def refused(what: str, path: Path, kind: str, exc: Exception) -> ValueError:
+        why = (str(exc).splitlines() or [""])[0].split(". ")[0][:120]  # the first sentence, no FAQ links
+        return ValueError(f"{what} {path}: not a PEM {kind} ({why})")
+
+    try:
+        ca_cert = x509.load_pem_x509_certificate(ca.read_bytes())
+    except ValueError as exc:
+        raise refused(f_ca, ca, "certificate", exc) from None
+    try:
+        server = x509.load_pem_x509_certificate(cert.read_bytes())
+    except ValueError as exc:
+        raise refused(f_cert, cert, "certificate", exc) from None
+    try:
+        private = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    except (ValueError, TypeError) as exc:  # TypeError: the key is encrypted
+        raise refused(f_key, key, "private key without a passphrase", exc) from None
+    try:
+        is_ca = ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError(f"{f_ca} {ca}: not a CA certificate (give the fleet CA's ca.pem)")
+    if private.public_key() != server.public_key():
+        raise ValueError(f"{f_key} {key} is not the private key of {f_cert} {cert}")
+    try:
+        if cert_from_ca:
+            server.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        raise ValueError(f"{f_cert} {cert} was not issued by {f_ca} {ca}") from None
+    if crl is not None:
+        try:
+            revocations = x509.load_pem_x509_crl(crl.read_bytes())
+        except ValueError as exc:
+            raise refused(f_crl, crl, "revocation list", exc) from None
+        ca_key = ca_cert.public_key()
+        issuer_keys = (
+            ec.EllipticCurvePublicKey,
+            rsa.RSAPublicKey,
+            ed25519.Ed25519PublicKey,
+            ed448.Ed448PublicKey,
+            dsa.DSAPublicKey,
+        )
+        signed = isinstance(ca_key, issuer_keys) and revocations.is_signature_valid(ca_key)
+        if revocations.issuer != ca_cert.subject or not signed:
+            raise ValueError(f"{f_crl} {crl} is not signed by {f_ca} {ca}")
 
 
 def init_ca(ca_dir: Path, *, name: str = "edgefleet fleet CA", days: int = 3650, force: bool = False) -> Path:

@@ -150,6 +150,8 @@ def _controller_commands(grp: typer.Typer) -> None:
         from ._settings import ControllerSettings
 
         set_log_level(log_level)
+        if mqtt is None and (mqtt_ca_file or mqtt_cert_file or mqtt_key_file):
+            raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")
         with _user_errors():
             keys = {}
             for path in trusted_key or []:

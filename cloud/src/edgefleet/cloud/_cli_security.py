@@ -195,6 +195,15 @@ def controller_security(
         for p in (tls_cert, tls_key, client_ca, *([crl] if crl else [])):
             if not p.is_file():
                 raise _fail(f"{p}: no such file")
+        from ._certs import check_tls_files
+
+        try:  # gRPC would only say "Failed to bind to address" for a bad file
+            check_tls_files(
+                client_ca, tls_cert, tls_key, crl,
+                flags=("--client-ca", "--tls-cert", "--tls-key", "--crl"), cert_from_ca=False,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
         tls = TLSFiles(tls_cert, tls_key, client_ca, crl)
     elif crl is not None:
         raise _fail("--crl needs --tls-cert, --tls-key and --client-ca")

@@ -12,67 +12,13 @@ import ipaddress
 import re
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from ._certs import check_tls_files
 
 __all__ = ["render_mosquitto"]
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _CN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
-
-
-def _check_tls_files(ca: Path, cert: Path, key: Path, crl: Path | None) -> None:
-    """What Mosquitto would refuse only when started (or, for a mismatched pair, at the first client): the
-    files are PEM of the right kind, the key is the certificate's, the certificate and the CRL are the
-    CA's. Raises ValueError naming the file."""
-    from cryptography import x509
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import serialization
-
-    def refused(what: str, path: Path, kind: str, exc: Exception) -> ValueError:
-        why = (str(exc).splitlines() or [""])[0].split(". ")[0][:120]  # the first sentence, no FAQ links
-        return ValueError(f"{what} {path}: not a PEM {kind} ({why})")
-
-    try:
-        ca_cert = x509.load_pem_x509_certificate(ca.read_bytes())
-    except ValueError as exc:
-        raise refused("--ca", ca, "certificate", exc) from None
-    try:
-        server = x509.load_pem_x509_certificate(cert.read_bytes())
-    except ValueError as exc:
-        raise refused("--cert", cert, "certificate", exc) from None
-    try:
-        private = serialization.load_pem_private_key(key.read_bytes(), password=None)
-    except (ValueError, TypeError) as exc:  # TypeError: the key is encrypted
-        raise refused("--key", key, "private key without a passphrase", exc) from None
-    try:
-        is_ca = ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    except x509.ExtensionNotFound:
-        is_ca = False
-    if not is_ca:
-        raise ValueError(f"--ca {ca}: not a CA certificate (give the fleet CA's ca.pem)")
-    if private.public_key() != server.public_key():
-        raise ValueError(f"--key {key} is not the private key of --cert {cert}")
-    try:
-        server.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):
-        raise ValueError(f"--cert {cert} was not issued by --ca {ca}") from None
-    if crl is not None:
-        try:
-            revocations = x509.load_pem_x509_crl(crl.read_bytes())
-        except ValueError as exc:
-            raise refused("--crl", crl, "revocation list", exc) from None
-        ca_key = ca_cert.public_key()
-        issuer_keys = (
-            ec.EllipticCurvePublicKey,
-            rsa.RSAPublicKey,
-            ed25519.Ed25519PublicKey,
-            ed448.Ed448PublicKey,
-            dsa.DSAPublicKey,
-        )
-        signed = isinstance(ca_key, issuer_keys) and revocations.is_signature_valid(ca_key)
-        if revocations.issuer != ca_cert.subject or not signed:
-            raise ValueError(f"--crl {crl} is not signed by --ca {ca}")
 
 
 def render_acl(fleet: str, controllers: list[str]) -> str:
@@ -122,7 +68,7 @@ def render_mosquitto(
     except ValueError:
         if not _HOST_RE.match(bind):
             raise ValueError(f"--bind {bind!r} is neither an IP address nor a host name") from None
-    _check_tls_files(ca, cert, key, crl)
+    check_tls_files(ca, cert, key, crl)
     out.mkdir(parents=True, exist_ok=True)
     acl = out / "acl"
     acl.write_text(render_acl(fleet, list(controllers or [])), encoding="utf-8")

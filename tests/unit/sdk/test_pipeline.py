@@ -119,6 +119,18 @@ def test_stage_failure_surfaces_with_its_cause(toy_models: dict[str, Path], tmp_
     assert exc.value.stage == "decode"
 
 
+def test_a_source_that_fails_is_reported_failed_not_done(toy_models: dict[str, Path], tmp_path: Path) -> None:
+    """`edgefleet run` showed a stream whose file could not be read as 'done'."""
+    bogus = tmp_path / "clip.mp4"
+    bogus.write_text("not a video")
+    p = Pipeline(toy_models["yolo"], [str(bogus), "synthetic:?frames=5&live=false"])
+    with pytest.raises(PipelineError, match="not a readable video file"):
+        p.run()
+    streams = p.stats().streams
+    assert streams["s0"].failed and "not a readable video file" in (streams["s0"].last_error or "")
+    assert not streams["s1"].failed
+
+
 def test_missing_source_file_fails_start_clearly(toy_models: dict[str, Path]) -> None:
     from edgefleet.sdk import SourceError
 

@@ -140,6 +140,7 @@ class StreamMetrics:
         self.latency = LatencyWindow()
         self.connected = False
         self.finished = False
+        self.failed = False  # ended by an error (``last_error``), not by its end or a stop
         self.last_error: str | None = None
         self.model_ref: str | None = None
 
@@ -163,6 +164,7 @@ class StreamMetrics:
             finished=self.finished,
             last_error=self.last_error,
             model=self.model_ref,
+            failed=self.failed,
         )
 
 
@@ -195,6 +197,7 @@ class StreamStats:
     finished: bool
     last_error: str | None
     model: str | None
+    failed: bool = False  # the stream ended on an error (last_error says which)
 
 
 @dataclass(frozen=True)

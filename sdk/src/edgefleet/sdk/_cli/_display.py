@@ -34,9 +34,16 @@ def live_table(stats: PipelineStats) -> Table:
         "p95 ms",
         "model",
     ):
-        t.add_column(col, justify="right" if col not in {"stream", "state", "model"} else "left")
+        t.add_column(
+            col,
+            justify="right" if col not in {"stream", "state", "model"} else "left",
+            min_width=6 if col == "state" else None,  # "failed" whole
+        )
     for s in stats.streams.values():
-        state = "done" if s.finished else ("live" if s.connected else "[yellow]reconnecting[/]")
+        if s.failed:
+            state = "[red]failed[/]"
+        else:
+            state = "done" if s.finished else ("live" if s.connected else "[yellow]reconnecting[/]")
         t.add_row(
             s.stream_id,
             state,

@@ -193,7 +193,13 @@ def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int]) -> Non
                 progress.update(task, completed=counter["n"], fps=f"{pipeline.stats().fps:.1f}")
             progress.update(task, completed=counter["n"])
         return
-    with Live(live_table(pipeline.stats()), console=console, refresh_per_second=2, transient=False) as live:
-        while not pipeline.wait(0.5):
-            live.update(live_table(pipeline.stats()))
-        live.update(live_table(pipeline.stats()))
+    try:
+        with Live(live_table(pipeline.stats()), console=console, refresh_per_second=2, transient=False) as live:
+            try:
+                while not pipeline.wait(0.5):  # raises when a stage failed
+                    live.update(live_table(pipeline.stats()))
+            finally:
+                live.update(live_table(pipeline.stats()))  # the last state, a failed stream included
+    finally:
+        if not console.is_terminal:
+            console.line()  # a non-terminal render ends without one; an error line would join the table

@@ -130,6 +130,8 @@ class SourceRunner:
                 return
             self._loop()
         except BaseException as exc:  # surfaced to the pipeline, which stops and re-raises
+            self.metrics.failed = True
+            self.metrics.last_error = redact(str(exc)) or type(exc).__name__
             self.on_error(exc)
         finally:
             try:

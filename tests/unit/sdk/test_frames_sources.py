@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -230,3 +231,11 @@ def test_unreadable_video_file_is_a_clear_error(tmp_path: Path) -> None:
     src = create_source(parse_source(str(bad)))
     with pytest.raises(SourceError, match="not a readable video file"):
         src.open()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="V4L2 device nodes")
+def test_a_camera_index_with_no_device_node_fails_at_once() -> None:
+    """`usb:0` with no camera retried forever while `/dev/video0` failed at once; both fail at once now."""
+    for uri in ("usb:97", "/dev/video97"):
+        with pytest.raises(SourceError, match=r"no such camera device"):
+            create_source(parse_source(uri)).open()

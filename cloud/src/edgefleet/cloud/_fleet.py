@@ -188,7 +188,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     @_unary
     async def CreateRollout(self, request: fleet_pb2.CreateRolloutRequest, context: Any) -> fleet_pb2.Rollout:
-        if ":" not in request.model_ref:
+        name, _, version = request.model_ref.partition(":")
+        if not name or not version:
             raise InvalidArgumentError(f"model must be name:version, got {request.model_ref!r}")
         selector = dict(request.selector)
         _check_labels(selector, "selector")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,9 @@ class OpenCVSource(Source):
             if m is None:
                 raise SourceError(f"{spec.uri}: not a camera device (expected /dev/videoN or usb:N)")
             index = int(m.group(1))
-            if spec.uri.startswith("/dev/") and not os.path.exists(spec.uri):
-                raise SourceError(f"{spec.uri}: no such camera device")
+            node = spec.uri if spec.uri.startswith("/dev/") else f"/dev/video{index}"
+            if sys.platform.startswith("linux") and not os.path.exists(node):  # V4L2 index N is /dev/videoN
+                raise SourceError(f"{spec.uri}: no such camera device ({node})")
             cap = cv2.VideoCapture(index, cv2.CAP_V4L2)
             for prop, key in (
                 (cv2.CAP_PROP_FRAME_WIDTH, "width"),

@@ -215,7 +215,8 @@ class Agent:
         ]
         async with controller_channel(c, options) as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
-            await asyncio.wait_for(channel.channel_ready(), c.connect_timeout_s)
+            if not await _ready_or_stopped(channel, stop, c.connect_timeout_s):
+                return  # stopped while connecting: SIGTERM used to wait out the connect timeout
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue(maxsize=1000)
             hello = self._hello()
 
@@ -544,3 +545,19 @@ class Agent:
             }
         self.state.save()
         return f"rolled back to {rb.to_ref}", rb.to_ref
+
+
+async def _ready_or_stopped(channel: Any, stop: asyncio.Event, timeout_s: float) -> bool:
+    """True once the channel is ready; False when ``stop`` is set first; TimeoutError after ``timeout_s``."""
+    ready = asyncio.ensure_future(channel.channel_ready())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({ready, stopped}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in (ready, stopped):
+            f.cancel()
+    if stopped in done:
+        return False
+    if ready not in done:
+        raise TimeoutError(f"no answer within {timeout_s:g} s")
+    return True

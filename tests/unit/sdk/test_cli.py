@@ -163,6 +163,11 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
     config = tmp_path / "pipeline.yaml"
     config.write_text(f"model: {nanodet}\nsources: ['synthetic:?frames=3']\n")
     cases.append((["run", "--config", str(config), "--batch", "4"], "--config takes the place of --batch"))
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("model: [1, 2]\nsources: ['synthetic:']\nbackend: {type: magic}\n")
+    cases.append(
+        (["run", "--config", str(wrong)], "model: must be a path (a string); backend: type 'magic' is not one of")
+    )
     if Path("/sys").is_dir():  # refuses new files even to root
         cases.append(([*run, "--out", "/sys/x.mp4"], "/sys/x.mp4: cannot write in /sys"))
     for args, message in cases:

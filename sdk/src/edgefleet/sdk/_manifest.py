@@ -256,8 +256,21 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{loc}: {err['msg']}")
+        parts.append(f"{loc}: {_plain(err)}")
     return f"{source}: " + "; ".join(parts)
+
+
+def _plain(err: Any) -> str:
+    """pydantic's message, with the phrasings that name Python internals said in a user's words."""
+    kind, ctx = err.get("type", ""), err.get("ctx") or {}
+    if kind == "path_type":
+        return "must be a path (a string)"
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        field = str(ctx.get("discriminator", "type")).strip("'")
+        if kind == "union_tag_not_found":
+            return f"needs a {field} field"
+        return f"{field} {ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
+    return str(err["msg"])
 
 
 def parse_manifest(data: object, source: str) -> Manifest:

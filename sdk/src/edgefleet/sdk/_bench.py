@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def _mode_naive(model: Path, source: Path, frames: int, batch: int, device: str)
         canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw] = cv2.resize(img, (rw, rh))
         if spec.color == "RGB":
             canvas = canvas[:, :, ::-1]
-        x = ((canvas.astype(np.float32) - mean) / std).transpose(2, 0, 1)[None]
+        x = (canvas.astype(np.float32) - mean) / std
+        x = (x.transpose(2, 0, 1) if spec.layout == "NCHW" else x)[None]  # the manifest's layout
         out = dict(zip(names, sess.run(names, {spec.name: np.ascontiguousarray(x)}), strict=True))
         dec.decode(out, [t])
         n += 1
@@ -211,6 +213,8 @@ def run_bench(
     for name, value in (("--frames", frames), ("--batch", batch), ("--streams", streams)):
         if value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}")
+    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"--device must be cpu or cuda:N, got {device!r}")
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out}: is a folder; give a file name such as {out / 'bench.json'}")
     results: dict[str, Any] = {}
@@ -247,8 +251,9 @@ def run_bench(
         if proc.returncode != 0:
             from ._errors import EdgefleetError
 
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1].strip()
-            raise EdgefleetError(f"bench mode {name} failed: {last}")
+            lines = proc.stderr.strip().splitlines() or ["(no output)"]
+            said = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
+            raise EdgefleetError(f"bench mode {name} failed: {(said or lines)[-1].strip()}")
         results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     report = {
         "command": " ".join(
@@ -303,4 +308,16 @@ def _cores() -> int:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1:])
+    from pydantic import ValidationError
+
+    from ._errors import EdgefleetError
+    from ._manifest import format_validation_error
+
+    try:
+        _child(sys.argv[1:])
+    except EdgefleetError as exc:  # one line the parent shows as is
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except ValidationError as exc:
+        print(f"error: {format_validation_error(exc, 'arguments')}", file=sys.stderr)
+        raise SystemExit(1) from None

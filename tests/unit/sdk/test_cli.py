@@ -159,6 +159,7 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
         ([*run, "--out", str(tmp_path / "x.txt")], "an annotated video is written as .mkv, .mov, .mp4"),
     ]
     cases.append((["controller", "serve", "--log-level", "LOUD"], "--log-level must be one of DEBUG, INFO"))
+    cases.append((["devices", "ls", "-c", "http://ctl:50051"], "controller address must be host:port"))
     cases.append((["keys", "generate", "--name", "../escape", "--out-dir", str(tmp_path)], "a file name stem"))
     config = tmp_path / "pipeline.yaml"
     config.write_text(f"model: {nanodet}\nsources: ['synthetic:?frames=3']\n")

@@ -49,6 +49,10 @@ class FleetClient:
     ) -> None:
         """``tls_ca`` turns TLS on (the controller's certificate must chain to it); ``tls_cert`` and
         ``tls_key`` are an admin certificate; ``token`` an admin token sent as a bearer credential."""
+        if not address.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):  # gRPC target names pass as they are
+            host, _, port = address.rpartition(":")
+            if not host or "/" in host or not port.isdigit() or not 1 <= int(port) <= 65535 or " " in address:
+                raise InvalidArgumentError(f"controller address must be host:port (port 1..65535), got {address!r}")
         self.address = address
         self.timeout_s = timeout_s
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()

@@ -323,7 +323,7 @@ class Store:
     def _rollout(self, c: Connection, rollout_id: str) -> Row:
         row = c.execute(sa.select(rollouts).where(rollouts.c.rollout_id == rollout_id)).mappings().first()
         if row is None:
-            raise NotFoundError(f"no rollout {rollout_id!r} (see `edgefleet rollout status`)")
+            raise NotFoundError(f"no rollout {rollout_id!r} (see `edgefleet rollout ls`)")
         out = dict(row)
         out["devices"] = [
             dict(r)

@@ -101,13 +101,18 @@ def _cert_commands(grp: typer.Typer) -> None:
         ca_dir: CaDir = Path("fleet-ca"),
     ) -> None:
         """Revoke a certificate and rewrite crl.pem (copy it to controllers and brokers)."""
-        from ._certs import CertError, revoke
+        from ._certs import CertError, list_issued, revoke
 
         try:
+            before = {e["serial"]: e["revoked_at"] for e in list_issued(ca_dir)}
             entry = revoke(ca_dir, serial)
         except CertError as exc:
             raise _fail(str(exc)) from None
-        print(f"revoked {entry['role']} {entry['name']} (serial {entry['serial']}); CRL {ca_dir / 'crl.pem'}")
+        what = f"{entry['role']} {entry['name']} (serial {entry['serial']})"
+        if before.get(entry["serial"]):
+            print(f"{what} was already revoked on {entry['revoked_at'][:19]}; CRL {ca_dir / 'crl.pem'} re-signed")
+        else:
+            print(f"revoked {what}; CRL {ca_dir / 'crl.pem'}")
 
     @grp.command("ls")
     def ls_cmd(ca_dir: CaDir = Path("fleet-ca")) -> None:

@@ -281,6 +281,8 @@ def _device_commands(grp: typer.Typer) -> None:
         from ._cli_render import emit_json
 
         remove = [x[:-1] for x in labels if x.endswith("-") and "=" not in x]
+        if "" in remove:
+            raise _fail("'-' alone removes nothing: write key- to remove the label key")
         sets = _pairs([x for x in labels if not (x.endswith("-") and "=" not in x)], "LABELS")
         with _user_errors(), _client(controller) as fleet:
             d = fleet.set_labels(device_id, sets, remove)

@@ -101,12 +101,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def os_error_text(exc: OSError) -> str:
     """``path: what went wrong`` for an OSError, e.g. ``/etc/x: Permission denied``."""
+    import errno
     import ssl
 
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc} (a certificate or key file is not valid PEM, or they do not match)"
-    import errno
-
     what = (
         {
             errno.EEXIST: "exists, and is not a folder",

@@ -361,7 +361,7 @@ def test_agent_killed_mid_download_restarts_on_last_good_and_resumes(
 ) -> None:
     fleet = fleet_factory(f"sqlite:///{tmp_path}/controller.db")
     fleet.start_controller()
-    slow = {"download_rate_limit_kbps": 500}
+    slow = {"download_rate_limit_kbps": 4000}  # 500 kB/s
     fleet.start_agent("a1", {"site": "x"}, packages["1.0.0"], **slow)
     fleet.wait_online("a1")
     pushed = fleet.client.push(packages["6.0.0"], key=keys["a"])

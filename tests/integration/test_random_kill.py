@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_random_kills_never_corrupt_the_store(tmp_path: Path) -> None:
-    rk = RandomKill(tmp_path, seed=20240607, versions=3, padding_bytes=2_000_000, rate_limit_kbps=3000.0)
+    rk = RandomKill(tmp_path, seed=20240607, versions=3, padding_bytes=2_000_000, rate_limit_kbps=24000.0)
     try:
         out = rk.run(kills=10)
     finally:

@@ -89,7 +89,7 @@ class RandomKill:
         seed: int = 0,
         versions: int = 4,
         padding_bytes: int = 3_000_000,
-        rate_limit_kbps: float = 4000.0,
+        rate_limit_kbps: float = 32000.0,  # 4000 kB/s
         health_window_s: float = 1.0,
         say: Callable[[str], None] | None = None,
     ) -> None:

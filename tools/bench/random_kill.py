@@ -34,7 +34,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--versions", type=int, default=4, help="padded packages rolled out in turn")
     ap.add_argument("--padding-mb", type=float, default=3.0, help="random bytes added to each package")
-    ap.add_argument("--rate-kbps", type=float, default=4000.0, help="the agent's download_rate_limit_kbps")
+    ap.add_argument(
+        "--rate-kbps", type=float, default=32000.0, help="the agent's download_rate_limit_kbps (kilobits/s)"
+    )
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()

@@ -59,6 +59,10 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
         ("typo", 1, "typo"),
         ("controller", {"address": "not an address"}, "controller.address"),
         ("controller", {"address": "127.0.0.1:99999"}, "controller.address"),
+        ("health_window_s", float("inf"), "health_window_s"),  # the agent's timer thread died on it
+        ("download_rate_limit_kbps", float("nan"), "download_rate_limit_kbps"),
+        ("controller", {"backoff_initial_s": 100, "backoff_max_s": 10}, "exceeds backoff_max_s"),
+        ("state_dir", "", "state_dir is empty"),
     ):
         path.write_text(yaml.safe_dump({**good, field: value}))
         with pytest.raises(AgentConfigError) as exc:
@@ -134,6 +138,11 @@ def test_state_survives_a_restart_and_a_corrupt_file(tmp_path: Path) -> None:
     path.write_text("{not json")
     fresh = AgentState(path)
     assert fresh.serving == {} and (tmp_path / "state.corrupt").exists()
+    # valid JSON of another shape crashed every start with a traceback
+    for other in ("[]", '{"serving": []}', '{"serving": {"cam": "x"}}', '{"serving": {"cam": {"path": 5}}}',
+                  '{"commands": 5}'):  # fmt: skip
+        path.write_text(other)
+        assert AgentState(path).serving == {} and not path.exists()
 
 
 def test_capabilities_are_detected_cheaply() -> None:

@@ -387,7 +387,7 @@ class Agent:
             f"resuming at {have} of {m.size} bytes" if have else f"{m.size} bytes",
             metrics={"offset": float(have), "size": float(m.size)},
         )
-        rate = self.config.download_rate_limit_kbps * 1000.0
+        rate = self.config.download_rate_limit_kbps * 125.0  # kilobits/s -> bytes/s
         for attempt in range(3):
             try:
                 await download(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from edgefleet.sdk import PipelineConfig
 
@@ -21,7 +21,7 @@ _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ControllerTLS(_Strict):
@@ -41,6 +41,12 @@ class ControllerConfig(_Strict):
     rpc_timeout_s: float = Field(15.0, gt=0, description="Deadline of short calls")
     backoff_initial_s: float = Field(1.0, gt=0)
     backoff_max_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> ControllerConfig:
+        if self.backoff_initial_s > self.backoff_max_s:
+            raise ValueError(f"backoff_initial_s {self.backoff_initial_s} exceeds backoff_max_s {self.backoff_max_s}")
+        return self
 
     @field_validator("address")
     @classmethod
@@ -74,8 +80,12 @@ class AgentConfig(_Strict):
         default=(), description="Publisher key ids refused even when listed in trusted_keys"
     )
     state_dir: Path = Field(Path("edgefleet-agent"), description="Model store, downloads and agent state")
-    download_rate_limit_kbps: float = Field(0.0, ge=0, description="Cap on download speed (0: none)")
-    health_window_s: float | None = Field(None, ge=0, description="Overrides the controller's window")
+    download_rate_limit_kbps: float = Field(
+        0.0, ge=0, allow_inf_nan=False, description="Cap on download speed, kilobits/s (0: none)"
+    )
+    health_window_s: float | None = Field(
+        None, ge=0, le=7 * 24 * 3600, allow_inf_nan=False, description="Overrides the controller's window (s)"
+    )
     pipelines: dict[str, PipelineConfig] = Field(min_length=1, description="Named SDK pipeline configs")
     telemetry: TelemetryConfig | None = Field(
         None, description="MQTT telemetry (docs/telemetry.md); absent: no telemetry"
@@ -110,6 +120,8 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
 
     out = dict(data)
     if "state_dir" in out:
+        if out["state_dir"] == "":  # would become the config's own folder
+            raise ValueError("state_dir is empty; give a folder such as /var/lib/edgefleet")
         out["state_dir"] = rel(out["state_dir"])
     if isinstance(out.get("trusted_keys"), list):
         out["trusted_keys"] = [rel(p) for p in out["trusted_keys"]]
@@ -148,7 +160,11 @@ def load_agent_config(path: Path) -> AgentConfig:
     if not isinstance(data, dict):
         raise AgentConfigError(f"{path}: expected a mapping at the top level")
     try:
-        return AgentConfig.model_validate(_resolve(data, path.parent))
+        resolved = _resolve(data, path.parent)
+    except ValueError as exc:
+        raise AgentConfigError(f"{path}: {exc}") from None
+    try:
+        return AgentConfig.model_validate(resolved)
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
         raise AgentConfigError(f"{path}: " + "; ".join(parts)) from None

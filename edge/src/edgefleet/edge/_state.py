@@ -36,14 +36,21 @@ class AgentState:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
-            bad = self.path.with_suffix(".corrupt")
-            _log.error("agent state %s unreadable (%s); moved aside to %s", self.path, exc, bad)
-            os.replace(self.path, bad)
+            self._move_aside(str(exc))
+            return
+        problem = _shape_problem(data)
+        if problem:  # valid JSON of another shape used to crash every start (a restart loop under systemd)
+            self._move_aside(problem)
             return
         self.serving = data.get("serving", {})
         self.previous = data.get("previous", {})
         self.packages = data.get("packages", {})
         self.commands = data.get("commands", {})
+
+    def _move_aside(self, why: str) -> None:
+        bad = self.path.with_suffix(".corrupt")
+        _log.error("agent state %s unreadable (%s); moved aside to %s, starting from the config", self.path, why, bad)
+        os.replace(self.path, bad)
 
     def save(self) -> None:
         with self._lock:
@@ -64,3 +71,20 @@ class AgentState:
     def record_command(self, command_id: str, ok: bool, message: str, model_ref: str) -> None:
         self.commands[command_id] = {"ok": ok, "message": message, "model_ref": model_ref, "at": time.time()}
         self.save()
+
+
+def _shape_problem(data: object) -> str | None:
+    """What is wrong with a parsed state file's shape, or None."""
+    if not isinstance(data, dict):
+        return f"expected an object, got {type(data).__name__}"
+    for key in ("serving", "previous", "packages"):
+        table = data.get(key, {})
+        if not isinstance(table, dict):
+            return f"{key} is not an object"
+        for name, entry in table.items():
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                return f"{key}.{name} is not an object of strings"
+    commands = data.get("commands", {})
+    if not isinstance(commands, dict) or not all(isinstance(v, dict) for v in commands.values()):
+        return "commands is not an object of objects"
+    return None

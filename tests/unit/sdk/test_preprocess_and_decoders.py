@@ -110,6 +110,24 @@ def test_score_override_applies(toy_models: dict[str, Path]) -> None:
     assert d.detections == ()
 
 
+def test_labels_that_do_not_name_every_class_are_refused(nanodet: Path, toy_models: dict[str, Path]) -> None:
+    """40 labels for NanoDet's 80-class head labelled class 56 as '56' without a word."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder, YoloDecoder
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+    params = p.manifest.decoder.params()
+    with pytest.raises(DecoderError, match=r"40 labels, but output 'cls_8' scores 80 classes"):
+        NanoDetDecoder(DecodeContext(params, p.manifest, p.labels[:40], names))
+    with pytest.raises(DecoderError, match=r"reg_max 5 needs 4 x 6 = 24"):
+        NanoDetDecoder(DecodeContext({**params, "reg_max": 5}, p.manifest, p.labels, names))
+    y = load_package(toy_models["yolo"])
+    ynames = tuple(o.name for o in y.manifest.outputs)
+    YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, y.labels, ynames))  # as shipped
+    with pytest.raises(DecoderError, match="labels, but output"):
+        YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, (*y.labels, "extra"), ynames))
+
+
 def test_nanodet_decoder_on_a_hand_made_cell(nanodet: Path) -> None:
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
 

@@ -104,7 +104,13 @@ def _read_labels(root: Path, manifest: Manifest) -> tuple[str, ...]:
         return ()
     if isinstance(manifest.labels, tuple):
         return manifest.labels
-    text = (root / manifest.labels).read_text(encoding="utf-8")
+    path = root / manifest.labels
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ManifestError(f"{path}: labels must be UTF-8 text, one per line") from None
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read the labels: {exc.strerror}") from None
     return tuple(line.strip() for line in text.splitlines() if line.strip())
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import queue
 import threading
@@ -100,6 +101,14 @@ class Pipeline:
         result_queue: int = 256,
         frame_upload: bool = False,
     ) -> None:
+        if isinstance(sources, (str, SourceSpec)) or not isinstance(sources, Sequence):
+            raise ConfigError(f"sources must be a list of sources, got {type(sources).__name__} (wrap one in [...])")
+        if isinstance(sinks, Sink) or not isinstance(sinks, Sequence) or not all(isinstance(k, Sink) for k in sinks):
+            raise ConfigError("sinks must be a list of Sink objects (JsonlSink(path), VideoSink(path), ...)")
+        if not isinstance(model, (str, os.PathLike, ModelPackage)):
+            raise ConfigError(f"model must be a package path or a ModelPackage, got {type(model).__name__}")
+        if isinstance(result_queue, bool) or not isinstance(result_queue, int) or result_queue < 1:
+            raise ConfigError(f"result_queue must be an integer >= 1 (a bounded queue), got {result_queue!r}")
         self.config = _validate_args(
             model=Path(model.root if isinstance(model, ModelPackage) else model),
             sources=tuple(s if isinstance(s, str) else s.uri for s in sources),
@@ -129,13 +138,16 @@ class Pipeline:
         self._device = self.config.device
         self._workers = self.config.infer_workers or _default_workers(self.config)
         self._backend_cfg = _backend_for_workers(self.config, self._workers)
-        self._max_batch = max_batch
-        self._batch_timeout = batch_timeout_ms / 1000.0
+        cfg = self.config  # validated and coerced: "4" is 4 from here on
+        self._max_batch = cfg.max_batch
+        self._batch_timeout = cfg.batch_timeout_ms / 1000.0
         self.overrides = {
-            k: v for k, v in (("score_threshold", score_threshold), ("iou_threshold", iou_threshold)) if v is not None
+            k: v
+            for k, v in (("score_threshold", cfg.score_threshold), ("iou_threshold", cfg.iou_threshold))
+            if v is not None
         }
-        self._max_frames = max_frames
-        self._keep_raw = keep_raw
+        self._max_frames = cfg.max_frames
+        self._keep_raw = cfg.keep_raw
         self._hold_pixels = any(s.needs_pixels for s in self._sinks)
 
         self._stop_sources = threading.Event()
@@ -651,6 +663,15 @@ class Pipeline:
         """
         if self._state != "running":
             raise PipelineError(f"cannot swap the model of a pipeline that is {self._state}")
+        for name, value, low in (
+            ("health_window_s", health_window_s, 0.0),
+            ("sample_timeout_s", sample_timeout_s, 0.0),
+            ("latency_budget_ms", 1.0 if latency_budget_ms is None else latency_budget_ms, 0.0),
+        ):  # checked before anything loads: a NaN window kept both versions loaded until close
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
+                raise ConfigError(f"{name} must be a finite number >= {low:g}, got {value!r}")
+        if isinstance(warmup_frames, bool) or not isinstance(warmup_frames, int) or warmup_frames < 0:
+            raise ConfigError(f"warmup_frames must be an integer >= 0, got {warmup_frames!r}")
         if not isinstance(package, ModelPackage):
             package = load_package(package)
         return self._swapper.swap(

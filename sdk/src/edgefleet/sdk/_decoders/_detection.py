@@ -124,6 +124,20 @@ def _to_source(boxes: np.ndarray, frame: np.ndarray, transforms: Sequence[Transf
     return out
 
 
+def _declared(ctx: DecodeContext, name: str) -> tuple[int, ...] | None:
+    """The shape the manifest declares for output ``name`` (-1: dynamic), or None."""
+    return next((o.shape for o in ctx.manifest.outputs if o.name == name), None)
+
+
+def _check_label_count(ctx: DecodeContext, output: str, classes: set[int]) -> None:
+    """The labels must name every class the head scores: 40 labels for an 80-class head labelled class 56
+    as '56', silently. ``classes``: what the declared shape allows (two readings for an auto layout)."""
+    n = len(ctx.labels)
+    if n and classes and n not in classes:
+        want = " or ".join(str(c) for c in sorted(classes))
+        raise DecoderError(f"{ctx.manifest.ref}: {n} labels, but output {output!r} scores {want} classes")
+
+
 class YoloParams(_DetectionParams):
     output: str | None = Field(None, description="Output tensor name (default: the first output)")
     layout: Literal["auto", "channels_first", "channels_last"] = "auto"
@@ -140,6 +154,10 @@ class YoloDecoder(Decoder):
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
             raise DecoderError(f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output")
+        shape = _declared(ctx, self.output)
+        if shape is not None and len(shape) == 3:
+            dims = {"channels_first": (shape[1],), "channels_last": (shape[2],)}.get(self.p.layout, shape[1:])
+            _check_label_count(ctx, self.output, {d - 4 for d in dims if d > 4})
 
     def candidate_filters(self) -> list[CandidateFilter]:
         t = self.p.score_threshold
@@ -210,6 +228,15 @@ class NanoDetDecoder(Decoder):
             for name in (cls_name, reg_name):
                 if name not in ctx.output_names:
                     raise DecoderError(f"{ctx.manifest.ref}: nanodet decoder needs an output named {name!r}")
+            cls_shape, reg_shape = _declared(ctx, cls_name), _declared(ctx, reg_name)
+            if cls_shape and cls_shape[-1] > 0:
+                _check_label_count(ctx, cls_name, {cls_shape[-1]})
+            bins = 4 * (self.p.reg_max + 1)
+            if reg_shape and reg_shape[-1] > 0 and reg_shape[-1] != bins:
+                raise DecoderError(
+                    f"{ctx.manifest.ref}: output {reg_name!r} has {reg_shape[-1]} box bins; reg_max "
+                    f"{self.p.reg_max} needs 4 x {self.p.reg_max + 1} = {bins}"
+                )
             gh, gw = -(-spec.height // s), -(-spec.width // s)
             ys, xs = np.mgrid[0:gh, 0:gw]
             centres.append(np.stack([(xs.ravel() + 0.5) * s, (ys.ravel() + 0.5) * s], axis=1).astype(np.float32))

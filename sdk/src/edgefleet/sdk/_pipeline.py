@@ -377,6 +377,16 @@ class Pipeline:
             r.join(5.0)
         for t in self._threads:
             t.join(5.0)
+        # After a failure, batches can be left between the stages: give back their frames, buffers and
+        # model leases, or closing the model waits out its lease timeout (5 s) for them.
+        for q in (self._q_infer, self._q_post):
+            while True:
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, _Batch):
+                    self._discard(item)
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
@@ -572,6 +582,7 @@ class Pipeline:
         pending: dict[int, _Batch] = {}  # batches that finished before an earlier one
         next_index = 0
         ends = 0
+        failure: BaseException | None = None
         try:
             while ends < self._workers:
                 batch = self._get(self._q_post)
@@ -588,6 +599,9 @@ class Pipeline:
                         self._deliver(ready)
                     finally:
                         self._discard(ready)
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
             for batch in pending.values():
                 self._discard(batch)
@@ -596,7 +610,10 @@ class Pipeline:
                 try:
                     sink.close()
                 except Exception as exc:
-                    self._fail("sink close", exc)
+                    if failure is None:  # else the error that stopped delivery is the one to report
+                        self._fail("sink close", exc)
+                    else:
+                        _log.debug("closing a sink after %r: %s", failure, exc)
             if self._yield and not self._abort.is_set():
                 self._put(self._results, _END)
             self._done.set()

@@ -38,6 +38,8 @@ class JsonlSink(Sink):
     """One JSON object per result per line (``Result.to_dict()``), flushed every ``flush_every`` lines."""
 
     def __init__(self, path: str | Path, flush_every: int = 64) -> None:
+        if isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1:
+            raise SinkError(f"flush_every must be an integer >= 1, got {flush_every!r}")
         self.path = Path(path)
         self.flush_every = flush_every
         self._f: IO[str] | None = None
@@ -53,15 +55,21 @@ class JsonlSink(Sink):
     def write(self, result: Result, frame: Frame) -> None:
         if self._f is None:
             raise SinkError(f"{self.path}: the JSONL sink is not open")
-        self._f.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
-        self._n += 1
-        if self._n % self.flush_every == 0:
-            self._f.flush()
+        try:
+            self._f.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
+            self._n += 1
+            if self._n % self.flush_every == 0:
+                self._f.flush()
+        except OSError as exc:  # disk full, a vanished mount: name the sink, not just the errno
+            raise SinkError(f"{self.path}: cannot write JSONL: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         if self._f is not None:
-            self._f.close()
-            self._f = None
+            f, self._f = self._f, None
+            try:
+                f.close()
+            except OSError as exc:
+                raise SinkError(f"{self.path}: cannot finish JSONL: {exc.strerror or exc}") from None
 
 
 _PALETTE = np.array(

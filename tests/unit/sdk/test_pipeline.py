@@ -131,6 +131,24 @@ def test_a_source_that_fails_is_reported_failed_not_done(toy_models: dict[str, P
     assert not streams["s1"].failed
 
 
+def test_a_sink_that_would_write_over_a_source_or_the_model_is_refused(
+    toy_models: dict[str, Path], clip: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from edgefleet.sdk import ConfigError, JsonlSink, VideoSink
+
+    video = tmp_path / "in.mp4"
+    shutil.copy(clip, video)
+    before = video.read_bytes()
+    for sink in (JsonlSink(video), VideoSink(video), JsonlSink(toy_models["yolo"] / "out.jsonl")):
+        p = Pipeline(toy_models["yolo"], [str(video)], sinks=[sink], max_frames=2)
+        with pytest.raises(ConfigError, match="would write over"):
+            p.run()
+    assert video.read_bytes() == before, "the source was written over"
+    assert not (toy_models["yolo"] / "out.jsonl").exists()
+
+
 def test_missing_source_file_fails_start_clearly(toy_models: dict[str, Path]) -> None:
     from edgefleet.sdk import SourceError
 

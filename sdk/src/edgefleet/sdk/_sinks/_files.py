@@ -195,7 +195,8 @@ class VideoSink(Sink):
         except OSError as exc:
             raise SinkError(f"{self.path}: cannot write in {self.path.parent}: {exc.strerror}") from None
 
-    def _path_for(self, stream_id: str) -> Path:
+    def path_for(self, stream_id: str) -> Path:
+        """The file this sink writes ``stream_id``'s video to."""
         if not self.multi_stream:
             return self.path
         return self.path.with_name(f"{self.path.stem}-{stream_id}{self.path.suffix or '.mp4'}")
@@ -203,7 +204,7 @@ class VideoSink(Sink):
     def write(self, result: Result, frame: Frame) -> None:
         enc = self._encoders.get(result.stream_id)
         if enc is None:
-            path = self._path_for(result.stream_id)
+            path = self.path_for(result.stream_id)
             fps = self.fps or (self.stream_fps(result.stream_id) if self.stream_fps else None) or 25.0
             enc = self._encoders[result.stream_id] = _Encoder(path, frame.width, frame.height, fps)
             self.paths[result.stream_id] = path

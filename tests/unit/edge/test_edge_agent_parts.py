@@ -164,3 +164,19 @@ def test_agent_cli_reports_a_bad_config_in_one_line(tmp_path: Path) -> None:
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "pipelines" in out.stderr and str(cfg) in out.stderr.replace("\n", "")
+
+
+def test_one_agent_per_state_dir(tmp_path: Path) -> None:
+    """Two agents on one state_dir shared its store and state, and the controller flipped between them."""
+    import os
+
+    from edgefleet.edge._errors import AgentError
+    from edgefleet.edge._main import _state_dir_lock
+
+    with _state_dir_lock(tmp_path / "state"):
+        assert (tmp_path / "state" / "agent.lock").read_text().strip() == str(os.getpid())
+        busy = pytest.raises(AgentError, match=f"in use by another agent \\(pid {os.getpid()}\\)")
+        with busy, _state_dir_lock(tmp_path / "state"):
+            pass
+    with _state_dir_lock(tmp_path / "state"):  # released with the first agent
+        pass

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from ._agent import Agent
-from ._config import load_agent_config
+from ._config import AgentConfig, load_agent_config
 from ._errors import AgentError
 from ._telemetry import TelemetryError
 
@@ -21,6 +23,38 @@ _log = logging.getLogger(__name__)
 def run_agent(config_path: Path) -> None:
     """Run until SIGINT/SIGTERM (blocking)."""
     config = load_agent_config(config_path)
+    with _state_dir_lock(config.state_dir):
+        _run(config)
+
+
+@contextlib.contextmanager
+def _state_dir_lock(state_dir: Path) -> Iterator[None]:
+    """One agent per state_dir: two would share the model store and state.json, and the controller would
+    flip the device's stream between them every few seconds while both executed its commands."""
+    import fcntl
+
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        f = (state_dir / "agent.lock").open("a+", encoding="utf-8")
+    except OSError as exc:
+        raise AgentError(f"state_dir {state_dir}: {exc.strerror}") from None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            other = f.read().strip() or "?"
+            raise AgentError(
+                f"state_dir {state_dir} is in use by another agent (pid {other}); give each agent its own"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield  # the lock goes with the file, closed here or by the kernel if the process dies
+
+
+def _run(config: AgentConfig) -> None:
     agent = Agent(config)
 
     async def main() -> None:

@@ -180,3 +180,31 @@ def test_one_agent_per_state_dir(tmp_path: Path) -> None:
             pass
     with _state_dir_lock(tmp_path / "state"):  # released with the first agent
         pass
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_pipeline_that_fails_is_restarted_on_its_version(tmp_path: Path) -> None:
+    """A pipeline whose sink hit a full disk stayed dead while the agent ran on; it is restarted now."""
+    import time
+
+    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.sdk import PipelineConfig, load_package
+
+    pkg = load_package(yolo_package(tmp_path / "pkg"))
+    config = PipelineConfig(
+        model=pkg.root,
+        sources=("synthetic:?width=64&height=48&fps=500&live=false",),
+        sinks=({"type": "jsonl", "path": "/dev/full"},),  # type: ignore[arg-type]
+    )
+    host = PipelineHost("cam", config)
+    host.start(pkg)
+    try:
+        first = host.pipeline
+        deadline = time.monotonic() + 20
+        while host.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert host.restarts >= 1, "the failed pipeline was not restarted"
+        assert host.pipeline is not first and host.ref == pkg.ref
+    finally:
+        host.close()
+    assert host._watchdog is not None and not host._watchdog.is_alive()

@@ -1,5 +1,7 @@
 """One running SDK pipeline as the agent sees it: start it on a package, report its health, hot-swap a
-new version into it (``Pipeline.swap_model``), roll it back. Blocking calls: run them off the event loop."""
+new version into it (``Pipeline.swap_model``), roll it back, and restart it when it fails (a sink's disk
+filled, a file source went bad): with backoff, 1 s doubling to 60 s, back to 1 s after a minute of
+running. Blocking calls: run them off the event loop."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
+from edgefleet.sdk._redact import redact
 
 __all__ = ["PipelineHost", "SwapOutcome"]
 
@@ -37,6 +40,9 @@ class PipelineHost:
         self._lock = threading.Lock()
         self._last: tuple[float, int] | None = None
         self._last_telemetry: tuple[float, int] | None = None
+        self.restarts = 0  # times the watchdog restarted a failed pipeline
+        self._closing = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, package: ModelPackage) -> None:
@@ -45,10 +51,46 @@ class PipelineHost:
         pipeline.start()
         self.pipeline, self.package = pipeline, package
         _log.info("pipeline %s serving %s", self.name, package.ref)
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name=f"edgefleet-watch-{self.name}", daemon=True)
+            self._watchdog.start()
 
     def close(self) -> None:
+        self._closing.set()
+        if self._watchdog is not None:
+            self._watchdog.join(10.0)
         if self.pipeline is not None:
             self.pipeline.close()
+
+    def _watch(self, period_s: float = 0.5, max_delay_s: float = 60.0, stable_s: float = 60.0) -> None:
+        """Restart the pipeline when it fails, on the version it served; a restart that fails is retried."""
+        delay, since = 1.0, time.monotonic()
+        while not self._closing.wait(period_s):
+            p = self.pipeline
+            if p is None or p.error is None:
+                if time.monotonic() - since > stable_s:
+                    delay = 1.0
+                continue
+            _log.error(
+                "pipeline %s failed: %s; restarting it on %s in %.0f s",
+                self.name, redact(str(p.error)) or type(p.error).__name__, self.ref, delay,
+            )  # fmt: skip
+            if self._closing.wait(delay):
+                return
+            with self._lock:  # not during a swap
+                if self._closing.is_set() or self.pipeline is not p or self.package is None:
+                    continue
+                try:
+                    p.close()
+                except Exception:  # a failed pipeline's close must not stop the watchdog
+                    _log.warning("pipeline %s: closing the failed pipeline", self.name, exc_info=True)
+                try:
+                    self.start(self.package)
+                    self.restarts += 1
+                    since = time.monotonic()
+                except EdgefleetError as exc:
+                    _log.error("pipeline %s: restart failed: %s", self.name, redact(str(exc)))
+            delay = min(delay * 2.0, max_delay_s)
 
     def _result(self, result: Result) -> None:
         """Called on the pipeline's thread for every result: hand it on, never let a listener break it."""

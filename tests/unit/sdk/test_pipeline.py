@@ -269,3 +269,12 @@ def test_cpu_threads_are_split_between_cpu_workers_only(tmp_path: Path) -> None:
     assert _backend_for_workers(cpu, 2).intra_op_threads is not None  # type: ignore[union-attr]
     assert _backend_for_workers(gpu, 2).intra_op_threads is None  # type: ignore[union-attr]
     assert _backend_for_workers(cpu, 1).intra_op_threads is None  # type: ignore[union-attr]
+
+
+def test_a_closed_pipeline_says_so_instead_of_returning_nothing(toy_models: dict[str, Path]) -> None:
+    p = Pipeline(toy_models["yolo"], ["synthetic:?frames=2&live=false"])
+    p.run()
+    with pytest.raises(PipelineError, match="closed"):
+        p.run()
+    with pytest.raises(PipelineError, match="closed"):
+        list(p.results())

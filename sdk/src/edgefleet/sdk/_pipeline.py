@@ -322,6 +322,8 @@ class Pipeline:
     def run(self) -> PipelineStats:
         """Start if needed and block until every source ended (or :meth:`stop`); returns the stats.
         Re-raises a stage failure as :class:`PipelineError` (after closing)."""
+        if self._state == "closed":
+            raise PipelineError("this pipeline is closed; make a new one to run again")
         if self._state == "created":
             self.start()
         try:
@@ -340,6 +342,8 @@ class Pipeline:
         """Yield results as they come, until the end of every stream. ``timeout``: longest wait for one."""
         if not self._yield:
             raise PipelineError("this pipeline delivers results to on_result; results() yields nothing")
+        if self._state == "closed":
+            raise PipelineError("this pipeline is closed; its results were delivered or dropped at close")
         if self._state == "created":
             self.start()
         while True:

@@ -138,7 +138,10 @@ class MetricsServer:
         return int(self._server.server_port) if self._server is not None else self._port
 
     def start(self) -> None:
-        self._server, self._thread = start_http_server(self._port, self._addr, registry=self.registry)
+        try:
+            self._server, self._thread = start_http_server(self._port, self._addr, registry=self.registry)
+        except OSError as exc:
+            raise OSError(exc.errno, f"prometheus_port {self._addr}:{self._port}: {exc.strerror}") from None
         _log.info("Prometheus metrics on http://%s:%d/metrics", self._addr, self.port)
 
     def stop(self) -> None:

@@ -158,7 +158,7 @@ def main() -> int:
         "else the embedded one)",
     )
     args = ap.parse_args()
-    out: Path = args.out
+    out: Path = args.out.resolve()  # agent.yaml paths resolve against its own folder
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     from edgefleet.cloud import FleetClient

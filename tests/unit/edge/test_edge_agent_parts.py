@@ -53,6 +53,14 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
     assert cfg.state_dir == tmp_path / "state"  # relative to the file
     assert cfg.trusted_keys == (tmp_path / "keys/pub.pem",)
     assert cfg.pipelines["entrance"].model == tmp_path / "models/m"
+    # sources and sinks too (they were relative to the working directory, / under systemd)
+    (tmp_path / "clips").mkdir()
+    pipe = {"model": "models/m", "sources": ["lobby=clips/a.mp4?realtime=1", "rtsp://h/x", "synthetic:"],
+            "sinks": [{"type": "jsonl", "path": "out/r.jsonl"}]}  # fmt: skip
+    path.write_text(yaml.safe_dump({**good, "pipelines": {"entrance": pipe}}))
+    cfg = load_agent_config(path)
+    assert cfg.pipelines["entrance"].sources == (f"lobby={tmp_path}/clips/a.mp4?realtime=1", "rtsp://h/x", "synthetic:")
+    assert cfg.pipelines["entrance"].sinks[0].path == tmp_path / "out/r.jsonl"
     for field, value, needle in (
         ("device_id", "Cam 01", "device_id"),
         ("labels", {"site": "a b"}, "labels"),

@@ -140,11 +140,45 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
         )
     pipes = out.get("pipelines")
     if isinstance(pipes, dict):
-        out["pipelines"] = {
-            k: ({**v, "model": rel(v["model"])} if isinstance(v, dict) and "model" in v else v)
-            for k, v in pipes.items()
-        }
+        out["pipelines"] = {k: _resolve_pipeline(v, base) if isinstance(v, dict) else v for k, v in pipes.items()}
     return out
+
+
+_NOT_FILES = ("gst:", "synthetic:", "pattern:", "test:", "usb:", "v4l2:", "/dev/")
+_NAMED = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(.+)$", re.S)
+
+
+def _resolve_pipeline(pipe: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A pipeline's model, file sources and sink paths, relative to the config file like every other path
+    in it (they used to be relative to the working directory, which under systemd is /)."""
+    out = dict(pipe)
+    if isinstance(out.get("model"), str) and not Path(out["model"]).is_absolute():
+        out["model"] = str(base / out["model"])
+    if isinstance(out.get("sources"), list):
+        out["sources"] = [_resolve_source(s, base) if isinstance(s, str) else s for s in out["sources"]]
+    if isinstance(out.get("sinks"), list):
+        out["sinks"] = [
+            {**k, "path": str(base / k["path"])}
+            if isinstance(k, dict) and isinstance(k.get("path"), str) and not Path(k["path"]).is_absolute()
+            else k
+            for k in out["sinks"]
+        ]
+    return out
+
+
+def _resolve_source(text: str, base: Path) -> str:
+    named = _NAMED.match(text)
+    prefix, rest = (f"{named.group(1)}=", named.group(2)) if named and " " not in named.group(1) else ("", text)
+    scheme = ""
+    for s in ("file:", "nvdec:"):
+        if rest.lower().startswith(s):
+            scheme, rest = rest[: len(s)], rest[len(s) :]
+    if "://" in rest or " ! " in rest or rest.lower().startswith(_NOT_FILES) or not rest:
+        return text
+    path, sep, query = rest.partition("?")
+    if Path(path).is_absolute():
+        return text
+    return f"{prefix}{scheme}{base / path}{sep}{query}"
 
 
 def load_agent_config(path: Path) -> AgentConfig:

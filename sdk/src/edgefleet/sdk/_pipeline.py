@@ -783,8 +783,12 @@ def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeCon
 def _check_sink_paths(specs: Sequence[SourceSpec], sinks: Sequence[Sink], model_root: Path) -> None:
     """A sink that would write over a source file or into the model package is refused before it opens
     (a JsonlSink onto the clip truncated it; a VideoSink onto it replaced it with its first frames)."""
-    reads = [(Path(s.uri).expanduser().resolve(), f"source {s.stream_id}") for s in specs if s.kind in _FILE_KINDS]
-    reads.append((model_root.expanduser().resolve(), "the model package"))
+    # (path, what, whether writing inside it harms it: a file into a package breaks its file list; a
+    # results file in a folder of images is not an image and is never read)
+    reads = [
+        (Path(s.uri).expanduser().resolve(), f"source {s.stream_id}", False) for s in specs if s.kind in _FILE_KINDS
+    ]
+    reads.append((model_root.expanduser().resolve(), "the model package", True))
     for sink in sinks:
         path = getattr(sink, "path", None)
         if not isinstance(path, Path):
@@ -793,8 +797,8 @@ def _check_sink_paths(specs: Sequence[SourceSpec], sinks: Sequence[Sink], model_
         if isinstance(sink, VideoSink) and sink.multi_stream:
             targets += [sink.path_for(s.stream_id) for s in specs]
         for target in (t.expanduser().resolve() for t in targets):
-            for src, what in reads:
-                if target == src or src in target.parents:
+            for src, what, inside in reads:
+                if target == src or (inside and src in target.parents):
                     raise ConfigError(f"sink {path} would write over {what} ({src}); write it somewhere else")
 
 

@@ -150,10 +150,11 @@ def _check_outputs(cfg: PipelineConfig, config: Path | None, *, jsonl: Path | No
     from .._sources import parse_source
 
     specs = [parse_source(s, i) for i, s in enumerate(cfg.sources)]
-    inputs: list[tuple[Path, str]] = [(Path(cfg.model), "the model package")]
+    inputs: list[tuple[Path, str]] = [(Path(cfg.model), "the model package")]  # nothing may go inside it
     inputs += [(Path(s.uri), f"source {s.stream_id}") for s in specs if s.kind in ("file", "images", "nvdec")]
     if config is not None:
         inputs.append((config, "the config"))
+    package = Path(cfg.model).expanduser().resolve()
     outputs: list[tuple[Path, str]] = []
     if jsonl is not None:
         outputs.append((jsonl, "--jsonl"))
@@ -165,7 +166,7 @@ def _check_outputs(cfg: PipelineConfig, config: Path | None, *, jsonl: Path | No
         target = path.expanduser().resolve()
         for source, what in inputs:
             src = source.expanduser().resolve()
-            if target == src or src in target.parents:
+            if target == src or (src == package and src in target.parents):
                 raise ConfigError(f"{flag} {path} would overwrite {what} ({source}); write it somewhere else")
     if jsonl is not None and out is not None and jsonl.expanduser().resolve() == out.expanduser().resolve():
         raise ConfigError(f"--jsonl and --out are the same file ({out})")

@@ -75,6 +75,7 @@ def test_invalid_yaml(pkg: Path) -> None:
         ({"unknown_key": 1}, "unknown_key"),
         ({"model": "../escape.onnx"}, "model"),
         ({"labels": "missing.txt"}, "labels refers to 'missing.txt'"),
+        ({"task": "classification"}, "task 'classification' does not match decoder 'yolo', which does detection"),
     ],
 )
 def test_schema_errors_name_the_field(pkg: Path, change: dict[str, object], needle: str) -> None:

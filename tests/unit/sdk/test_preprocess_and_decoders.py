@@ -121,6 +121,8 @@ def test_labels_that_do_not_name_every_class_are_refused(nanodet: Path, toy_mode
         NanoDetDecoder(DecodeContext(params, p.manifest, p.labels[:40], names))
     with pytest.raises(DecoderError, match=r"reg_max 5 needs 4 x 6 = 24"):
         NanoDetDecoder(DecodeContext({**params, "reg_max": 5}, p.manifest, p.labels, names))
+    with pytest.raises(DecoderError, match=r"outputs \['cls_32', 'reg_32'\] are read by no stride in \[8, 16\]"):
+        NanoDetDecoder(DecodeContext({**params, "strides": [8, 16]}, p.manifest, p.labels, names))
     y = load_package(toy_models["yolo"])
     ynames = tuple(o.name for o in y.manifest.outputs)
     YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, y.labels, ynames))  # as shipped

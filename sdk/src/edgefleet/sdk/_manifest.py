@@ -164,6 +164,9 @@ class SignatureSpec(_Strict):
     value: str = Field(description="base64 Ed25519 signature over canonical_bytes(manifest)")
 
 
+_DECODER_TASKS = {"yolo": "detection", "nanodet": "detection", "classification": "classification"}
+
+
 class Manifest(_Strict):
     """A validated ``manifest.yaml``."""
 
@@ -227,6 +230,9 @@ class Manifest(_Strict):
         names = [o.name for o in self.outputs]
         if len(set(names)) != len(names):
             raise ValueError("output names must be unique")
+        wants = _DECODER_TASKS.get(self.decoder.type)
+        if wants is not None and self.task != wants:  # custom decoders may serve any task
+            raise ValueError(f"task {self.task!r} does not match decoder {self.decoder.type!r}, which does {wants}")
         return self
 
     @property

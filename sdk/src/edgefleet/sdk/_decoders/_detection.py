@@ -243,6 +243,15 @@ class NanoDetDecoder(Decoder):
             strides.append(np.full(gh * gw, s, np.float32))
             self._levels.append((s, cls_name, reg_name, first, gh * gw, gw))
             first += gh * gw
+        declared = {  # cls_<stride> and reg_<stride> outputs of the manifest
+            o.name
+            for o in ctx.manifest.outputs
+            for prefix in (self.p.cls_prefix, self.p.reg_prefix)
+            if o.name.startswith(prefix) and o.name[len(prefix) :].isdigit()
+        }
+        unused = sorted(declared - {name for lvl in self._levels for name in lvl[1:3]})
+        if unused:  # a head output no stride reads: its detections were silently lost
+            raise DecoderError(f"{ctx.manifest.ref}: outputs {unused} are read by no stride in {list(self.p.strides)}")
         self._centres = np.concatenate(centres)  # (every cell of every stride, 2)
         self._strides = np.concatenate(strides)[:, None]
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)

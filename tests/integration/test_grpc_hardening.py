@@ -234,3 +234,25 @@ def test_a_second_hello_is_ignored(channel: grpc.Channel) -> None:
         fleet.GetDevice(fleet_pb2.GetDeviceRequest(device_id="someone-else"), timeout=5)
     assert _code(exc) == grpc.StatusCode.NOT_FOUND
     s.close()
+
+
+def test_bytes_that_are_not_the_message_are_invalid_argument(channel: grpc.Channel) -> None:
+    """They were UNKNOWN ('Unexpected DecodeError') with a traceback in the controller's log per call."""
+    junk = b"\xff" * 10
+    raw = {"request_serializer": lambda b: b, "response_deserializer": lambda b: b}
+    unary = channel.unary_unary("/edgefleet.proto.v1.FleetService/GetDevice", **raw)  # type: ignore[arg-type]
+    with pytest.raises(grpc.RpcError) as exc:
+        unary(junk, timeout=5)
+    assert _code(exc) == grpc.StatusCode.INVALID_ARGUMENT and "not a valid message" in (exc.value.details() or "")
+    stream = channel.stream_stream("/edgefleet.proto.v1.AgentService/Connect", **raw)  # type: ignore[arg-type]
+    with pytest.raises(grpc.RpcError) as exc:
+        list(stream(iter([junk]), timeout=5))
+    assert _code(exc) == grpc.StatusCode.INVALID_ARGUMENT
+    # an id with a trailing newline passed '^...$' and split the controller's log lines
+    s = AgentStream(channel)
+    s.send(_hello("cam-nl\n"))
+    with pytest.raises(grpc.RpcError) as exc:
+        s.first()
+    s.close()
+    assert _code(exc) == grpc.StatusCode.INVALID_ARGUMENT
+    _serving(channel)

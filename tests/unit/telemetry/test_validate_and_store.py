@@ -76,6 +76,10 @@ def status(seq: int, state: int, started: float, conn: int, will: bool = False) 
         ),
         ("edgefleet/v1/f1/dev1", b"{}", None, "topic"),
         ("other/v1/f1/dev1/status", b"{}", None, "topic"),
+        # ids an agent cannot have were stored as devices ('..', 'MQ 1', 5000 characters)
+        ("edgefleet/v1/f1/../telemetry", b"{}", None, "topic"),
+        ("edgefleet/v1/f1/MQ 1/telemetry", b"{}", None, "topic"),
+        (f"edgefleet/v1/f1/{'d' * 5000}/telemetry", b"{}", None, "topic"),
     ],
 )
 def test_rejections(topic: str, body: bytes, ctype: str | None, reason: str) -> None:

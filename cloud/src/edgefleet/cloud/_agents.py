@@ -27,7 +27,7 @@ from ._store import Row, Store
 __all__ = ["AgentHub", "AgentServicer"]
 
 _log = logging.getLogger(__name__)
-_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 CHUNK = 256 * 1024
 
 
@@ -162,6 +162,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             _log.info("agent %s joins rollout(s) %s: its labels match", device_id, ", ".join(joined))
             self.on_event()  # the engine sends running rollouts' commands; a completed one's is pending now
         reader = asyncio.create_task(self._read(it, conn))
+        waiter: asyncio.Task[Any] | None = None
         try:
             yield agent_pb2.ControllerMessage(
                 welcome=agent_pb2.Welcome(
@@ -184,6 +185,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 )
                 waiter.cancel()
         finally:
+            if waiter is not None:  # the stream can end (a client's deadline) during the wait above
+                waiter.cancel()
             reader.cancel()
             if self.hub.conns.get(device_id) is conn:
                 del self.hub.conns[device_id]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from ._certs import CertError, Identity, identity_of, load_crl_serials
 
@@ -159,30 +160,60 @@ def _wrap(handler: grpc.RpcMethodHandler[Any, Any], method: str, auth: Authorize
         ("stream_unary", grpc.stream_unary_rpc_method_handler),
         ("stream_stream", grpc.stream_stream_rpc_method_handler),
     )
+    deserialize = handler.request_deserializer
+
+    def tolerant(raw: bytes) -> Any:
+        """Bytes that are not the method's message become _MALFORMED, answered INVALID_ARGUMENT below:
+        gRPC would otherwise log a traceback per request and answer UNKNOWN."""
+        try:
+            return deserialize(raw) if deserialize is not None else raw
+        except DecodeError:
+            return _MALFORMED
+
+    async def refuse(context: Any) -> None:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request is not a valid message")
+
+    def screened(requests: Any, context: Any) -> Any:
+        async def each() -> Any:
+            async for item in requests:
+                if item is _MALFORMED:
+                    await refuse(context)
+                yield item
+
+        return each()
+
     for attr, make in kinds:
         inner = getattr(handler, attr)
         if inner is None:
             continue
+        streamed = attr.startswith("stream_")
         if inspect.isasyncgenfunction(inner):
 
-            async def gen(request: Any, context: Any, _inner: Any = inner) -> Any:
+            async def gen(request: Any, context: Any, _inner: Any = inner, _streamed: bool = streamed) -> Any:
                 await check(context)
-                async for item in _inner(request, context):
+                if not _streamed and request is _MALFORMED:
+                    await refuse(context)
+                async for item in _inner(screened(request, context) if _streamed else request, context):
                     yield item
 
             behavior: Any = gen
         else:
 
-            async def call(request: Any, context: Any, _inner: Any = inner) -> Any:
+            async def call(request: Any, context: Any, _inner: Any = inner, _streamed: bool = streamed) -> Any:
                 await check(context)
-                result = _inner(request, context)
+                if not _streamed and request is _MALFORMED:
+                    await refuse(context)
+                result = _inner(screened(request, context) if _streamed else request, context)
                 return await result if inspect.isawaitable(result) else result
 
             behavior = call
         wrapped: grpc.RpcMethodHandler[Any, Any] = make(
             behavior,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=tolerant,
             response_serializer=handler.response_serializer,
         )
         return wrapped
     return handler
+
+
+_MALFORMED = object()  # a request whose bytes did not parse as the method's message

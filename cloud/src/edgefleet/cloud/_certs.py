@@ -49,8 +49,8 @@ __all__ = [
 Role = Literal["device", "controller", "admin"]
 ROLES: tuple[Role, ...] = ("device", "controller", "admin")
 MAX_DAYS = 36500  # a hundred years: the longest validity --days takes (beyond it dates overflow)
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-_HOST_RE = re.compile(r"^[A-Za-z0-9*]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
+_HOST_RE = re.compile(r"^[A-Za-z0-9*]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\Z")
 
 
 class CertError(CloudError):

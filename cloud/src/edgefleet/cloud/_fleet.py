@@ -35,7 +35,7 @@ from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 __all__ = ["FleetServicer"]
 
 _log = logging.getLogger(__name__)
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}\Z")
 R = TypeVar("R")
 _CODES = {
     DatabaseError: grpc.StatusCode.UNAVAILABLE,
@@ -61,13 +61,20 @@ def _unary(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
             return await asyncio.wait_for(fn(self, request, context), _RPC_BUDGET_S)
         except CloudError as exc:
             code = next((c for t, c in _CODES.items() if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
-            await context.abort(code, str(exc))
+            await context.abort(code, _details(exc))
             raise  # abort raises; this line is for the type checker
         except TimeoutError:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the controller took too long")
             raise
 
     return wrapper
+
+
+def _details(exc: Exception) -> str:
+    """The error for the client, capped: it travels in a header (16 KiB at most), and an error that
+    quotes a 3 MB id would turn NOT_FOUND into RESOURCE_EXHAUSTED."""
+    text = str(exc)
+    return text if len(text) <= 1000 else text[:1000] + "… (cut)"
 
 
 def _check_labels(labels: dict[str, str], what: str) -> None:
@@ -150,7 +157,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             return fleet_pb2.PushModelResponse(model=model_pb(stored), created=created)
         except CloudError as exc:
             code = next((c for t, c in _CODES.items() if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
-            await context.abort(code, str(exc))
+            await context.abort(code, _details(exc))
             raise
         finally:
             if upload is not None:

@@ -20,7 +20,7 @@ from ._errors import RegistryError
 __all__ = ["SHA256_RE", "ArtifactStore", "Upload"]
 
 _log = logging.getLogger(__name__)
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class Upload:

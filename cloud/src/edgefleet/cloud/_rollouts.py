@@ -25,7 +25,7 @@ from ._store import Row, Store, apply_command
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 
 _log = logging.getLogger(__name__)
-_WAVE_RE = re.compile(r"^(\d+)(%?)$")
+_WAVE_RE = re.compile(r"^(\d+)(%?)\Z")
 BUSY = ("applying", "health", "rolling_back")
 TERMINAL = ("succeeded", "failed", "rolled_back", "skipped")
 

@@ -16,8 +16,8 @@ from ._telemetry._config import TelemetryConfig, agent_section
 
 __all__ = ["AgentConfig", "ControllerConfig", "load_agent_config"]
 
-_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}\Z")
 
 
 class _Strict(BaseModel):

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-_CUDA_DEVICE = re.compile(r"^cuda(:(\d+|GPU-[0-9A-Fa-f-]{8,}|MIG-[0-9A-Za-z/-]{8,}))?$")
+_CUDA_DEVICE = re.compile(r"^cuda(:(\d+|GPU-[0-9A-Fa-f-]{8,}|MIG-[0-9A-Za-z/-]{8,}))?\Z")
 
 
 class _Strict(BaseModel):

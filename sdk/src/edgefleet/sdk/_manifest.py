@@ -35,14 +35,14 @@ __all__ = [
 ]
 
 FORMAT = "edgefleet.model/v1"
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 # Semantic Versioning 2.0.0 (major.minor.patch[-pre][+build]).
 _SEMVER_RE = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class _Strict(BaseModel):

@@ -9,6 +9,7 @@ are parsed by protobuf and kept as received.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ TOPIC_ROOT = ("edgefleet", "v1")
 KINDS: dict[str, Any] = {"status": pb.Status, "telemetry": pb.Telemetry, "events": pb.Event}
 _VALIDATORS = {kind: compile_message(cls.DESCRIPTOR) for kind, cls in KINDS.items()}
 SCHEMA = 1
+_DEVICE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+_FLEET_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _INT64_MAX, _INT32_MAX = 2**63 - 1, 2**31 - 1  # telemetry_messages.seq / errors_total, devices.status_connection
 PROTOBUF = "application/x-protobuf"
 _ERROR_SWAP_PHASES = frozenset({pb.Event.Swap.PHASE_FAILED, pb.Event.Swap.PHASE_ROLLED_BACK})
@@ -100,6 +103,10 @@ def parse_topic(topic: str) -> tuple[str, str, str]:
     parts = topic.split("/")
     if len(parts) != 5 or tuple(parts[:2]) != TOPIC_ROOT or parts[4] not in KINDS or not parts[2] or not parts[3]:
         raise Rejected("topic", f"not an edgefleet telemetry topic: {topic[:200]!r}")
+    # The agent's rules for ids (edge _config): '..', 'MQ 1' or a 5000-character level are not devices,
+    # and an id longer than the database column would fail the whole batch it is written in.
+    if not _DEVICE_RE.match(parts[3]) or not _FLEET_RE.match(parts[2]):
+        raise Rejected("topic", f"fleet or device id not allowed in {topic[:200]!r}")
     return parts[2], parts[3], parts[4]
 
 

@@ -14,7 +14,7 @@ from ._images import IMAGE_SUFFIXES
 __all__ = ["Source", "SourceDisconnected", "SourceSpec", "create_source", "parse_source"]
 
 _ID_RE = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(.+)$", re.S)
-_DEV_RE = re.compile(r"^(?:/dev/video\d+|usb:\d+|v4l2:\d+)$")
+_DEV_RE = re.compile(r"^(?:/dev/video\d+|usb:\d+|v4l2:\d+)\Z")
 _COMMON = {"queue", "realtime", "loop", "live"}
 _TRANSPORTS = ("tcp", "udp", "udp_multicast", "http", "https")  # FFmpeg's rtsp_transport values
 # What each kind of source reads beyond the common options, and the type each must parse as: a misspelt

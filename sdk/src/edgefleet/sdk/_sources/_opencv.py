@@ -17,7 +17,7 @@ from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
 __all__ = ["OpenCVSource"]
 
 _log = logging.getLogger(__name__)
-_DEV_RE = re.compile(r"^(?:/dev/video|usb:|v4l2:)(\d+)$")
+_DEV_RE = re.compile(r"^(?:/dev/video|usb:|v4l2:)(\d+)\Z")
 
 
 def _cv2() -> Any:

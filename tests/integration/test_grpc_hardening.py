@@ -226,10 +226,18 @@ def test_a_second_hello_is_ignored(channel: grpc.Channel) -> None:
     s.send(_hello("twice-dev", site="a"))
     assert s.first().WhichOneof("body") == "welcome"
     s.send(_hello("someone-else", site="b"))  # the identity is fixed by the first Hello
-    s.send(agent_pb2.AgentMessage(status=agent_pb2.StatusReport(pipelines=[common_pb2.PipelineStatus()])))
-    time.sleep(0.5)
+    nan = float("nan")  # stored as 0, not shown as 'nan' in every listing
+    bad = common_pb2.PipelineStatus(name="p", health=common_pb2.Health(fps=nan, latency_p95_ms=float("inf")))
+    s.send(agent_pb2.AgentMessage(status=agent_pb2.StatusReport(pipelines=[bad])))
     fleet = fleet_pb2_grpc.FleetServiceStub(channel)
-    assert fleet.GetDevice(fleet_pb2.GetDeviceRequest(device_id="twice-dev"), timeout=5).online
+    deadline = time.monotonic() + 15  # the status is written by a batching writer
+    while True:
+        dev = fleet.GetDevice(fleet_pb2.GetDeviceRequest(device_id="twice-dev"), timeout=5)
+        if dev.pipelines or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert dev.online
+    assert [(p.health.fps, p.health.latency_p95_ms) for p in dev.pipelines] == [(0.0, 0.0)]
     with pytest.raises(grpc.RpcError) as exc:
         fleet.GetDevice(fleet_pb2.GetDeviceRequest(device_id="someone-else"), timeout=5)
     assert _code(exc) == grpc.StatusCode.NOT_FOUND

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import secrets
 import time
@@ -197,7 +198,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             async for msg in it:
                 kind = msg.WhichOneof("body")
+                if kind == "hello":  # a second one is ignored: the identity is fixed by the first
+                    _log.warning("agent %s sent a second Hello on its stream; ignored", conn.device_id)
+                    continue
                 if kind == "status":
+                    _finite(msg.status.health, *(p.health for p in msg.status.pipelines))
                     pipelines = [msg_dict(p) for p in msg.status.pipelines]
                     self.status_writer.submit(conn.device_id, pipelines, msg_dict(msg.status.health))
                 elif kind == "event":
@@ -261,3 +266,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 offset += len(data)
         finally:
             f.close()
+
+
+def _finite(*healths: Any) -> None:
+    """NaN and infinities in a status (an agent's bug or a hostile client) are stored as 0, not shown as
+    'nan' in every listing."""
+    for h in healths:
+        for name in ("fps", "latency_p50_ms", "latency_p95_ms"):
+            if not math.isfinite(getattr(h, name)):
+                setattr(h, name, 0.0)

@@ -133,10 +133,10 @@ def test_outputs_that_would_overwrite_inputs_are_refused(nanodet: Path, clip: Pa
     shutil.copytree(nanodet, package)
     before = video.read_bytes(), (package / "manifest.yaml").read_bytes()
     for args, what in [
-        (["--jsonl", str(video)], "would overwrite source s0"),
-        (["--out", str(video)], "would overwrite source s0"),
-        (["--jsonl", str(package / "manifest.yaml")], "would overwrite the model package"),
-        (["--jsonl", str(tmp_path / "x.mp4"), "--out", str(tmp_path / "x.mp4")], "are the same file"),
+        (["--jsonl", str(video)], "would write over source s0"),
+        (["--out", str(video)], "would write over source s0"),
+        (["--jsonl", str(package / "manifest.yaml")], "would write over the model package"),
+        (["--jsonl", str(tmp_path / "x.mp4"), "--out", str(tmp_path / "x.mp4")], "two sinks write the same file"),
     ]:
         res = _run("run", "--model", str(package), "--source", str(video), "-q", *args)
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
@@ -164,6 +164,7 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
     config = tmp_path / "pipeline.yaml"
     config.write_text(f"model: {nanodet}\nsources: ['synthetic:?frames=3']\n")
     cases.append((["run", "--config", str(config), "--batch", "4"], "--config takes the place of --batch"))
+    cases.append((["run", "--config", str(config), "--jsonl", str(config)], "would write over the config"))
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("model: [1, 2]\nsources: ['synthetic:']\nbackend: {type: magic}\n")
     cases.append(

@@ -41,6 +41,7 @@ from ._preprocess import Transform
 from ._redact import redact
 from ._results import Result
 from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
+from ._sinks._paths import check_sink_paths, pipeline_reads
 from ._sources import SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
 from ._swap import SwapEvent, Swapper, SwapReport
@@ -233,7 +234,7 @@ class Pipeline:
         # or opened (a backend would otherwise warn of a CPU fallback first, and the sinks stay open).
         allocator = frame_allocator(self._device, upload=self.config.frame_upload)
         model_root = self._package_arg.root if isinstance(self._package_arg, ModelPackage) else self._package_arg
-        _check_sink_paths(self._specs, self._sinks, Path(model_root))
+        check_sink_paths(self._sinks, pipeline_reads(self._specs, Path(model_root)), [s.stream_id for s in self._specs])
         self._state = "starting"
         with contextlib.ExitStack() as stack:
             package = (
@@ -778,31 +779,6 @@ def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeCon
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return backend.model_copy(update={"intra_op_threads": max(1, cores // workers)})
     return backend
-
-
-def _check_sink_paths(specs: Sequence[SourceSpec], sinks: Sequence[Sink], model_root: Path) -> None:
-    """A sink that would write over a source file or into the model package is refused before it opens
-    (a JsonlSink onto the clip truncated it; a VideoSink onto it replaced it with its first frames)."""
-    # (path, what, whether writing inside it harms it: a file into a package breaks its file list; a
-    # results file in a folder of images is not an image and is never read)
-    reads = [
-        (Path(s.uri).expanduser().resolve(), f"source {s.stream_id}", False) for s in specs if s.kind in _FILE_KINDS
-    ]
-    reads.append((model_root.expanduser().resolve(), "the model package", True))
-    for sink in sinks:
-        path = getattr(sink, "path", None)
-        if not isinstance(path, Path):
-            continue
-        targets = [path]
-        if isinstance(sink, VideoSink) and sink.multi_stream:
-            targets += [sink.path_for(s.stream_id) for s in specs]
-        for target in (t.expanduser().resolve() for t in targets):
-            for src, what, inside in reads:
-                if target == src or (inside and src in target.parents):
-                    raise ConfigError(f"sink {path} would write over {what} ({src}); write it somewhere else")
-
-
-_FILE_KINDS = ("file", "images", "nvdec")
 
 
 def _validate_args(**kwargs: Any) -> PipelineConfig:

@@ -17,6 +17,7 @@ from .._errors import ConfigError
 from .._pipeline import Pipeline
 from .._results import Result
 from .._sinks import JsonlSink, Sink, VideoSink
+from .._sinks._paths import check_sink_paths
 from ._display import live_table, summary_tables
 
 __all__ = ["run_command"]
@@ -91,7 +92,6 @@ def run_command(
         cfg = load_pipeline_config(config)
     else:
         cfg = _config_from_flags(model, sources, batch, device, backend, max_frames, score)
-    _check_outputs(cfg, config, jsonl=jsonl, out=out)
     console = Console(stderr=True, quiet=quiet or as_json)
     sinks: list[Sink] = []
     video: VideoSink | None = None
@@ -100,6 +100,8 @@ def run_command(
     if out is not None:
         video = VideoSink(out, multi_stream=len(cfg.sources) > 1)
         sinks.append(video)
+    if config is not None:  # sources, the model and sink-on-sink are checked by Pipeline.start
+        check_sink_paths(sinks, [(config, "the config", False)], ())
     counter = {"n": 0}
 
     def on_result(_: Result) -> None:
@@ -142,34 +144,6 @@ def run_command(
     if video is not None:
         for path in video.paths.values():
             console.print(f"annotated video: {path}")
-
-
-def _check_outputs(cfg: PipelineConfig, config: Path | None, *, jsonl: Path | None, out: Path | None) -> None:
-    """Refuse outputs that would overwrite what the run reads: a source video, the model package, the config
-    (``--jsonl clip.mp4`` used to truncate the clip before failing on it)."""
-    from .._sources import parse_source
-
-    specs = [parse_source(s, i) for i, s in enumerate(cfg.sources)]
-    inputs: list[tuple[Path, str]] = [(Path(cfg.model), "the model package")]  # nothing may go inside it
-    inputs += [(Path(s.uri), f"source {s.stream_id}") for s in specs if s.kind in ("file", "images", "nvdec")]
-    if config is not None:
-        inputs.append((config, "the config"))
-    package = Path(cfg.model).expanduser().resolve()
-    outputs: list[tuple[Path, str]] = []
-    if jsonl is not None:
-        outputs.append((jsonl, "--jsonl"))
-    if out is not None:
-        outputs.append((out, "--out"))
-        if len(specs) > 1:  # one file per stream: out-<stream>.mp4
-            outputs += [(out.with_name(f"{out.stem}-{s.stream_id}{out.suffix or '.mp4'}"), "--out") for s in specs]
-    for path, flag in outputs:
-        target = path.expanduser().resolve()
-        for source, what in inputs:
-            src = source.expanduser().resolve()
-            if target == src or (src == package and src in target.parents):
-                raise ConfigError(f"{flag} {path} would overwrite {what} ({source}); write it somewhere else")
-    if jsonl is not None and out is not None and jsonl.expanduser().resolve() == out.expanduser().resolve():
-        raise ConfigError(f"--jsonl and --out are the same file ({out})")
 
 
 def _watch(pipeline: Pipeline, console: Console, counter: dict[str, int]) -> None:

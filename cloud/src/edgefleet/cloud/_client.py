@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
+from edgefleet.sdk._address import host_port_problem
 
 from ._errors import (
     CloudError,
@@ -49,10 +50,9 @@ class FleetClient:
     ) -> None:
         """``tls_ca`` turns TLS on (the controller's certificate must chain to it); ``tls_cert`` and
         ``tls_key`` are an admin certificate; ``token`` an admin token sent as a bearer credential."""
-        if not address.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):  # gRPC target names pass as they are
-            host, _, port = address.rpartition(":")
-            if not host or "/" in host or not port.isdigit() or not 1 <= int(port) <= 65535 or " " in address:
-                raise InvalidArgumentError(f"controller address must be host:port (port 1..65535), got {address!r}")
+        problem = host_port_problem(address)
+        if problem:
+            raise InvalidArgumentError(f"controller address {problem}")
         self.address = address
         self.timeout_s = timeout_s
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()

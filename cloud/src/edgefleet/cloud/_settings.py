@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgefleet.sdk._address import host_port_problem
+
 from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -59,9 +61,9 @@ class ControllerSettings:
     def _check(self) -> None:
         """Refuse values the controller cannot run on (a NaN interval, a port out of range) at start-up,
         as InvalidArgumentError naming the setting, instead of failing later on every tick."""
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise InvalidArgumentError(f"listen address must be host:port with a port 0..65535, got {self.listen!r}")
+        problem = host_port_problem(self.listen, lowest_port=0, grpc_targets=False)  # 0: any free port
+        if problem:
+            raise InvalidArgumentError(f"listen address {problem}")
         for name in ("status_interval_s", "tick_s", "sweep_s", "resend_s", "lease_s", "stale_s", "hello_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):

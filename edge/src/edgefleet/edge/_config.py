@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from edgefleet.sdk import PipelineConfig
+from edgefleet.sdk._address import host_port_problem
 
 from ._errors import AgentConfigError
 from ._telemetry._config import TelemetryConfig, agent_section
@@ -51,11 +52,9 @@ class ControllerConfig(_Strict):
     @field_validator("address")
     @classmethod
     def _check_address(cls, v: str) -> str:
-        if v.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):  # gRPC target names, taken as they are
-            return v
-        host, _, port = v.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or any(c.isspace() for c in v):
-            raise ValueError(f"must be host:port (port 1..65535), got {v!r}")
+        problem = host_port_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +15,7 @@ from typing import Any
 import grpc
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
 
 from ._auth import current_peer
 from ._convert import msg_dict
@@ -28,7 +28,6 @@ from ._store import Row, Store
 __all__ = ["AgentHub", "AgentServicer"]
 
 _log = logging.getLogger(__name__)
-_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 CHUNK = 256 * 1024
 
 

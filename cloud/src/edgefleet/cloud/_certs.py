@@ -31,6 +31,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from edgefleet.sdk._names import NAME_RE as _NAME_RE
+
 from ._errors import CloudError
 
 __all__ = [
@@ -49,7 +51,6 @@ __all__ = [
 Role = Literal["device", "controller", "admin"]
 ROLES: tuple[Role, ...] = ("device", "controller", "admin")
 MAX_DAYS = 36500  # a hundred years: the longest validity --days takes (beyond it dates overflow)
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 _HOST_RE = re.compile(r"^[A-Za-z0-9*]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\Z")
 
 

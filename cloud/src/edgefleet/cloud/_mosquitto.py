@@ -12,11 +12,12 @@ import ipaddress
 import re
 from pathlib import Path
 
+from edgefleet.sdk._names import NAME_RE as _NAME_RE
+
 from ._certs import check_tls_files
 
 __all__ = ["render_mosquitto"]
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 _CN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\Z")
 

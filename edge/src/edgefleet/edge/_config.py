@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from edgefleet.sdk import PipelineConfig
 from edgefleet.sdk._address import host_port_problem
+from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
 
 from ._errors import AgentConfigError
 from ._telemetry._config import TelemetryConfig, agent_section
 
 __all__ = ["AgentConfig", "ControllerConfig", "load_agent_config"]
 
-_DEVICE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}\Z")
 
 

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._errors import ManifestError
+from ._names import NAME_RE as _NAME_RE
 
 __all__ = [
     "FORMAT",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 FORMAT = "edgefleet.model/v1"
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 # Semantic Versioning 2.0.0 (major.minor.patch[-pre][+build]).
 _SEMVER_RE = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"

@@ -165,6 +165,7 @@ def test_path_mistakes_are_one_line_each(nanodet: Path, tmp_path: Path) -> None:
     config.write_text(f"model: {nanodet}\nsources: ['synthetic:?frames=3']\n")
     cases.append((["run", "--config", str(config), "--batch", "4"], "--config takes the place of --batch"))
     cases.append((["run", "--config", str(config), "--jsonl", str(config)], "would write over the config"))
+    cases.append(([*run, "--score", "nan"], "score_threshold: Input should be a finite number"))
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("model: [1, 2]\nsources: ['synthetic:']\nbackend: {type: magic}\n")
     cases.append(

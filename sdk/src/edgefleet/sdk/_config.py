@@ -26,7 +26,7 @@ _CUDA_DEVICE = re.compile(r"^cuda(:(\d+|GPU-[0-9A-Fa-f-]{8,}|MIG-[0-9A-Za-z/-]{8
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # "should be a finite number"
 
 
 class OnnxRuntimeConfig(_Strict):

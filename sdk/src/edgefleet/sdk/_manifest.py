@@ -46,7 +46,7 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # "should be a finite number"
 
 
 def _relative_file(value: str) -> str:

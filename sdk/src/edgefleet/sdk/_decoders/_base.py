@@ -31,7 +31,7 @@ __all__ = [
 class DecoderParams(BaseModel):
     """Base for a decoder's parameter schema (strict: unknown keys are errors)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 _P = TypeVar("_P", bound=DecoderParams)

@@ -12,6 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as mqtt
 
+from edgefleet.sdk._tls import client_context
+
 from ._errors import TelemetryIngestError
 
 __all__ = ["BrokerAddress", "parse_broker_url"]
@@ -36,12 +38,7 @@ class BrokerAddress:
         return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        if not self.tls:
-            return None
-        ctx = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-        if self.cert_file is not None:
-            ctx.load_cert_chain(str(self.cert_file), str(self.key_file) if self.key_file else None)
-        return ctx
+        return client_context(self.ca_file, self.cert_file, self.key_file) if self.tls else None
 
     def configure(self, client: mqtt.Client) -> None:
         """Credentials and TLS on a paho client."""

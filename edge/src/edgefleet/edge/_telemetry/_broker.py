@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from edgefleet.sdk._tls import client_context
+
 from ._errors import BrokerUrlError
 
 __all__ = ["BrokerAddress", "parse_broker_url"]
@@ -34,12 +36,7 @@ class BrokerAddress:
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """A client TLS context (server verified against ``ca_file`` or the system store), or None."""
-        if not self.tls:
-            return None
-        ctx = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-        if self.cert_file is not None:
-            ctx.load_cert_chain(str(self.cert_file), str(self.key_file) if self.key_file else None)
-        return ctx
+        return client_context(self.ca_file, self.cert_file, self.key_file) if self.tls else None
 
 
 def parse_broker_url(

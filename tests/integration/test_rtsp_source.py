@@ -58,6 +58,8 @@ def test_camera_outage_reconnects_and_pipeline_keeps_running(
         server.restart()
         assert _wait(lambda: p.stats().streams["cam"].reconnects >= 1, 40), p.stats().streams["cam"]
         assert _wait(lambda: sum(r.stream_id == "cam" for r in results) >= before + 20, 30)
+        back = p.stats().streams["cam"]
+        assert back.last_error is None and back.recent_error  # healthy again; what went wrong is kept
         p.stop()
         p.wait(20)
         p.close()

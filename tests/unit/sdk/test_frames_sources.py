@@ -13,9 +13,11 @@ import pytest
 from edgefleet.sdk import SourceError, parse_source, redact_uri
 from edgefleet.sdk._batcher import Batcher
 from edgefleet.sdk._frames import Frame, FramePool, FrameQueue, OverflowPolicy
+from edgefleet.sdk._metrics import CopyCounter, StreamMetrics, StreamStats
 from edgefleet.sdk._redact import redact
-from edgefleet.sdk._sources import create_source
-from edgefleet.sdk._sources._runner import Backoff
+from edgefleet.sdk._sources import Source, SourceSpec, create_source
+from edgefleet.sdk._sources._base import SourceDisconnected, SourceUnavailable
+from edgefleet.sdk._sources._runner import Backoff, SourceRunner
 
 
 def _frame(pool: FramePool, stream: str = "s0", seq: int = 0) -> Frame:
@@ -142,6 +144,69 @@ def test_backoff_is_jittered_and_capped() -> None:
     assert delays[-1] >= 2.0 and len(set(delays)) == len(delays)
     b.reset()
     assert b.next_delay() <= 0.5
+
+
+class _FlakyCamera(Source):
+    """A live camera that breaks after 3 frames, refuses the first reopen, then streams again."""
+
+    def __init__(self) -> None:
+        super().__init__(SourceSpec("fake://cam", "network", "cam", live=True))
+        self.opens = 0
+        self.frames = 0
+        self.metrics: StreamMetrics | None = None
+        self.during_outage: StreamStats | None = None
+
+    def open(self) -> None:
+        self.opens += 1
+        if self.opens == 2:
+            raise SourceUnavailable("fake://cam: connection refused by cam:554")
+        if self.opens == 3 and self.metrics is not None:
+            self.during_outage = self.metrics.snapshot()  # still down: the error is the current one
+
+    def frame_shape(self) -> tuple[int, int] | None:
+        return (8, 8)
+
+    def read(self, out: np.ndarray | None) -> np.ndarray | None:
+        self.frames += 1
+        if self.frames == 4:
+            raise SourceDisconnected("stream ended or stalled")
+        time.sleep(0.001)
+        image = out if out is not None else np.empty((8, 8, 3), np.uint8)
+        image[:] = self.frames % 256
+        return image
+
+    def close(self) -> None:
+        pass
+
+
+def test_last_error_clears_when_the_stream_is_back_and_recent_error_keeps_it() -> None:
+    """A camera that dropped and came back used to show its outage as ``last_error`` for ever."""
+    cam = _FlakyCamera()
+    metrics = StreamMetrics("cam", live=True)
+    cam.metrics = metrics
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    queue = FrameQueue(2, OverflowPolicy.DROP_OLDEST, threading.Condition())
+    runner = SourceRunner(
+        cam, queue, metrics, CopyCounter(), stop, errors.append, pool_size=4, backoff=Backoff(0.001, 0.001)
+    )
+    before = time.time()
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while (metrics.reconnects < 1 or cam.frames < 10) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        back = metrics.snapshot()
+    finally:
+        stop.set()
+        runner.join(5)
+    assert not errors
+    assert cam.during_outage is not None
+    assert cam.during_outage.last_error == "fake://cam: connection refused by cam:554"
+    assert (back.outages, back.reconnects, back.connected) == (1, 1, True)
+    assert back.last_error is None  # healthy again
+    assert back.recent_error == "fake://cam: connection refused by cam:554"  # what went wrong last
+    assert back.recent_error_at is not None and before <= back.recent_error_at <= time.time()
 
 
 def test_parse_source_forms(tmp_path: Path, clip: Path) -> None:

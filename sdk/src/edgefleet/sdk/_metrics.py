@@ -141,11 +141,24 @@ class StreamMetrics:
         self.connected = False
         self.finished = False
         self.failed = False  # ended by an error (``last_error``), not by its end or a stop
+        #: what is wrong with the stream now; None while it delivers frames
         self.last_error: str | None = None
+        #: the latest error and its wall-clock time, kept after the stream recovers (one tuple: read whole)
+        self.recent_error: tuple[str, float] | None = None
         self.model_ref: str | None = None
+
+    def set_error(self, text: str) -> None:
+        """The stream is failing now, for ``text`` (already redacted)."""
+        self.recent_error = (text, time.time())
+        self.last_error = text
+
+    def clear_error(self) -> None:
+        """The stream delivers frames again: nothing is wrong now; ``recent_error`` stays."""
+        self.last_error = None
 
     def snapshot(self) -> StreamStats:
         p50, p95, p99 = self.latency.percentiles()
+        recent = self.recent_error
         return StreamStats(
             stream_id=self.stream_id,
             live=self.live,
@@ -165,6 +178,8 @@ class StreamMetrics:
             last_error=self.last_error,
             model=self.model_ref,
             failed=self.failed,
+            recent_error=recent[0] if recent else None,
+            recent_error_at=recent[1] if recent else None,
         )
 
 
@@ -180,6 +195,14 @@ class StageStats:
 
 @dataclass(frozen=True)
 class StreamStats:
+    """One stream in ``Pipeline.stats()``.
+
+    ``last_error`` says what is wrong now and is None while the stream delivers frames: a camera that
+    dropped and came back reads as healthy again. What went wrong last stays in ``recent_error`` (its
+    time in ``recent_error_at``, Unix seconds) after the stream recovers; ``outages``, ``reconnects`` and
+    ``outage_seconds`` count every loss.
+    """
+
     stream_id: str
     live: bool
     frames_in: int
@@ -198,6 +221,8 @@ class StreamStats:
     last_error: str | None
     model: str | None
     failed: bool = False  # the stream ended on an error (last_error says which)
+    recent_error: str | None = None  # the latest error, kept after the stream recovers
+    recent_error_at: float | None = None  # when recent_error happened (Unix time, seconds)
 
 
 @dataclass(frozen=True)

@@ -91,17 +91,24 @@ class SourceRunner:
         when reopening a live stream that worked before, every SourceError is (a USB camera unplugged
         and plugged back loses its device node for a while)."""
         retry: type[SourceError] = SourceError if reopening else SourceUnavailable
+        logged: str | None = None  # a failure said once at WARNING; the same again is only DEBUG
+        started = time.monotonic()
         while not self.stop.is_set():
             try:
                 self.source.open()
             except retry as exc:
                 if not self.source.live:
                     raise
-                self.metrics.last_error = redact(str(exc))
+                error = redact(str(exc))
+                self.metrics.set_error(error)
                 delay = self.backoff.next_delay()
-                _log.warning("%s: %s; retrying in %.1fs", self.source.stream_id, self.metrics.last_error, delay)
+                level = logging.DEBUG if error == logged else logging.WARNING
+                _log.log(level, "%s: %s; retrying in %.1fs", self.source.stream_id, error, delay)
+                logged = error
                 self.stop.wait(delay)
                 continue
+            if logged is not None and not reopening:
+                _log.info("%s: opened after %.1fs", self.source.stream_id, time.monotonic() - started)
             self.metrics.connected = True
             self.backoff.reset()
             shape = self.source.frame_shape()
@@ -131,7 +138,7 @@ class SourceRunner:
             self._loop()
         except BaseException as exc:  # surfaced to the pipeline, which stops and re-raises
             self.metrics.failed = True
-            self.metrics.last_error = redact(str(exc)) or type(exc).__name__
+            self.metrics.set_error(redact(str(exc)) or type(exc).__name__)
             self.on_error(exc)
         finally:
             try:
@@ -200,6 +207,8 @@ class SourceRunner:
                 if slot is not None:
                     slot.release()
                 return
+            if self.metrics.last_error is not None:  # frames flow again: healthy (recent_error keeps it)
+                self.metrics.clear_error()
             captured, timestamp = time.monotonic(), time.time()
             for _ in range(self.source.copies - copies_before):
                 self.copies.add(self.source.copy_kind, image.nbytes)
@@ -244,9 +253,10 @@ class SourceRunner:
         """Close, then reopen with jittered backoff. Returns False when stopped first."""
         self.metrics.connected = False
         self.metrics.outages += 1
-        self.metrics.last_error = redact(reason)
+        error = redact(reason)
+        self.metrics.set_error(error)
         started = time.monotonic()
-        _log.warning("%s: stream lost (%s); reconnecting", self.source.stream_id, self.metrics.last_error)
+        _log.warning("%s: stream lost (%s); reconnecting", self.source.stream_id, error)
         self.source.close()
         delay = self.backoff.next_delay()
         if self.stop.wait(delay):

@@ -5,6 +5,7 @@ one-line errors."""
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from edgefleet.cloud import (
@@ -27,7 +29,7 @@ from edgefleet.cloud import (
 )
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 from edgefleet.sdk import generate_signing_key, load_public_key
-from tests.support.onnx_models import yolo_package
+from tests.support.onnx_models import write_package, yolo_package
 
 EDGEFLEET = str(Path(sys.executable).with_name("edgefleet"))
 
@@ -100,6 +102,78 @@ def test_push_list_and_refusals(controller: str, tmp_path: Path, keys: dict[str,
         ]:
             with pytest.raises(InvalidArgumentError, match=what):
                 fleet.deploy("toy-yolo:1.0.0", {"site": "a"}, ["100%"], **kw)
+
+
+def _with_model(pkg: Path, model: bytes | None = None, **manifest: Any) -> Path:
+    """``pkg`` with its model bytes and/or manifest fields replaced and every hash recomputed, as a packager
+    would: the manifest and hashes verify, only the model file is wrong."""
+    if model is not None:
+        (pkg / "model.onnx").write_bytes(model)
+    data = {**yaml.safe_load((pkg / "manifest.yaml").read_text()), **manifest}
+    (pkg / "labels.txt").unlink()
+    keep = ("name", "version", "task", "decoder")
+    return write_package(
+        pkg,
+        **{k: data[k] for k in keep},
+        input_spec=data["input"],
+        outputs=data["outputs"],
+        labels=["person", "car", "dog"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda onnx: random.Random(7).randbytes(40), "model.onnx is not a valid ONNX model"),
+        (lambda onnx: onnx[: len(onnx) * 2 // 3], "model.onnx is truncated"),
+    ],
+    ids=["random-bytes", "truncated"],
+)
+def test_push_refuses_a_model_file_that_is_not_onnx_in_one_line(
+    controller: str, tmp_path: Path, keys: dict[str, Any], damage: Any, why: str
+) -> None:
+    """It used to be accepted; only the agent refused it, after the rollout had started."""
+    pkg = yolo_package(tmp_path / "pkg", version="1.0.0")
+    _with_model(pkg, damage((pkg / "model.onnx").read_bytes()))
+    out = subprocess.run(
+        [EDGEFLEET, "models", "push", str(pkg), "--key", str(keys["a"]), "--controller", controller],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out
+    assert len(lines) == 1 and f"{pkg}: {why}" in lines[0], out.stderr
+    with FleetClient(controller) as fleet:
+        assert fleet.list_models() == []
+
+
+def test_the_controller_refuses_a_model_the_client_did_not_check(
+    controller: str, tmp_path: Path, keys: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller is the trust boundary: an older or hand-made client does not check the model."""
+    monkeypatch.setattr("edgefleet.cloud._pack.check_model_file", lambda *a, **kw: None, raising=False)
+    onnx = (yolo_package(tmp_path / "good", version="1.0.0") / "model.onnx").read_bytes()
+    cases = [
+        (
+            _with_model(yolo_package(tmp_path / "r", version="1.0.1"), random.Random(7).randbytes(40)),
+            "not a valid ONNX model",
+        ),
+        (_with_model(yolo_package(tmp_path / "t", version="1.0.2"), onnx[:-100]), "is truncated"),
+        (
+            _with_model(
+                yolo_package(tmp_path / "m", version="1.0.3"), input={"name": "image", "shape": [-1, 3, 64, 64]}
+            ),
+            "manifest input is 'image', the model's is 'images'",
+        ),
+    ]
+    with FleetClient(controller) as fleet:
+        for pkg, why in cases:
+            with pytest.raises(InvalidArgumentError) as exc:
+                fleet.push(pkg, key=keys["a"])
+            assert str(exc.value).startswith("artifact: model.onnx") and why in str(exc.value), exc.value
+        assert fleet.list_models() == []
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@
     ├── NotFoundError          a device, model or rollout does not exist
     ├── ConflictError          the request contradicts the current state (e.g. resume a finished rollout)
     ├── InvalidArgumentError   a request is malformed (bad selector, waves, model ref, artifact)
-    ├── RegistryError          an artifact was refused at push (hash, size, signature, manifest)
+    ├── RegistryError          an artifact was refused at push (hash, size, signature, manifest, model)
     ├── DatabaseError          the database cannot be opened or migrated
     └── ControllerUnavailableError  (CLI) the controller cannot be reached or timed out
 """
@@ -41,7 +41,8 @@ class InvalidArgumentError(CloudError):
 
 
 class RegistryError(InvalidArgumentError):
-    """An artifact was refused at push: hash, size, manifest or signature."""
+    """An artifact was refused at push: hash, size, manifest, signature, or a model file that is not a
+    readable ONNX model matching its manifest."""
 
 
 class DatabaseError(CloudError):

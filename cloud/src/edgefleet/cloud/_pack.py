@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from edgefleet.sdk import load_package, load_private_key, sign_manifest
+from edgefleet.sdk._onnx_check import check_model_file
 
 __all__ = ["pack_package"]
 
@@ -29,9 +30,12 @@ def pack_package(package: Path, out: Path, *, key: Path | None = None) -> tuple[
     """Check ``package`` (folder or tar), sign its manifest with ``key`` when given, and write a
     reproducible tar (sorted entries, zeroed owners and times) to ``out``. Returns (path, sha256, size).
 
-    Raises the SDK's ManifestError / IntegrityError / SignatureError for a package that does not verify.
+    Raises the SDK's ManifestError / IntegrityError / SignatureError for a package that does not verify,
+    ModelPackageError for a model file that is not a readable ONNX model and ModelMismatchError for one whose
+    inputs or outputs contradict the manifest: refused here, before anything is uploaded.
     """
     pkg = load_package(package)
+    check_model_file(pkg.root, pkg.manifest, str(package))
     manifest = pkg.manifest
     if key is not None:
         manifest = sign_manifest(manifest, load_private_key(key))

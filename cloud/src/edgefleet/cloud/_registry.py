@@ -1,5 +1,6 @@
 """The model registry's artifact store: package tars content-addressed by sha256 on disk, checked at
-push (size, sha256, manifest, every file's hash, and the signature against the trusted publisher keys)."""
+push (size, sha256, manifest, every file's hash, the signature against the trusted publisher keys, and the
+model file: a readable ONNX model whose inputs and outputs match the manifest)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from edgefleet.sdk import EdgefleetError, IntegrityError, check_archive, load_package
+from edgefleet.sdk._onnx_check import check_model_file
 
 from ._errors import RegistryError
 
@@ -94,6 +96,7 @@ class ArtifactStore:
                 require_signature=not allow_unsigned,
                 unpack_dir=unpack,
             )
+            check_model_file(pkg.root, pkg.manifest, "artifact")
         except EdgefleetError as exc:
             raise RegistryError(
                 str(exc).replace(str(upload.path), "artifact").replace(str(unpack), "artifact")

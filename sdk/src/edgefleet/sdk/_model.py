@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from ._backends import Backend, InputBuffer, create_backend
 from ._config import OnnxRuntimeConfig, TensorRTConfig
 from ._decoders import DecodeContext, Decoder, build_decoder
-from ._errors import EdgefleetError, ModelMismatchError
+from ._errors import EdgefleetError
 from ._manifest import Manifest
 from ._metrics import CopyCounter
+from ._onnx_check import check_tensors
 from ._package import ModelPackage
 from ._preprocess import Preprocessor, make_preprocessor
 
@@ -26,35 +27,9 @@ __all__ = ["LoadedModel", "ModelLease", "ModelSlot", "check_io", "load_model"]
 _log = logging.getLogger(__name__)
 
 
-def _dims_agree(declared: tuple[int, ...], real: tuple[int, ...]) -> bool:
-    if len(declared) != len(real):
-        return False
-    return all(d == -1 or r in (-1, d) for d, r in zip(declared, real, strict=True))
-
-
 def check_io(manifest: Manifest, backend: Backend, source: str) -> None:
     """Refuse a model whose real tensors contradict its manifest, naming both sides."""
-    spec = manifest.input
-    real_in = backend.inputs[0]
-    if real_in.name != spec.name:
-        raise ModelMismatchError(f"{source}: manifest input is {spec.name!r}, the model's is {real_in.name!r}")
-    if not _dims_agree(spec.shape, real_in.shape):
-        raise ModelMismatchError(
-            f"{source}: manifest input {spec.name} has shape {list(spec.shape)}, the model's is {list(real_in.shape)}"
-        )
-    if real_in.dtype != spec.dtype:
-        raise ModelMismatchError(f"{source}: manifest input dtype is {spec.dtype}, the model's is {real_in.dtype}")
-    real_out = {o.name: o for o in backend.outputs}
-    for out in manifest.outputs:
-        r = real_out.get(out.name)
-        if r is None:
-            raise ModelMismatchError(
-                f"{source}: manifest output {out.name!r} is not a model output (the model has {sorted(real_out)})"
-            )
-        if not _dims_agree(out.shape, r.shape):
-            raise ModelMismatchError(
-                f"{source}: manifest output {out.name} has shape {list(out.shape)}, the model's is {list(r.shape)}"
-            )
+    check_tensors(manifest, backend.inputs, backend.outputs, source)
 
 
 @dataclass

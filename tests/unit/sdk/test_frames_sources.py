@@ -304,3 +304,57 @@ def test_a_camera_index_with_no_device_node_fails_at_once() -> None:
     for uri in ("usb:97", "/dev/video97"):
         with pytest.raises(SourceError, match=r"no such camera device"):
             create_source(parse_source(uri)).open()
+
+
+# A camera that is down, read by the real OpenCV source through its runner in a fresh process (FFmpeg's
+# log level is process-wide): a closed loopback port, retried every 20 ms for half a second.
+_DOWN_CAMERA = """
+import logging, os, socket, sys, threading, time
+logging.basicConfig(level=logging.DEBUG, format="LOG %(levelname)s %(message)s", stream=sys.stderr)
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+from edgefleet.sdk import parse_source
+from edgefleet.sdk._frames import FrameQueue, OverflowPolicy
+from edgefleet.sdk._metrics import CopyCounter, StreamMetrics
+from edgefleet.sdk._sources import create_source
+from edgefleet.sdk._sources._runner import Backoff, SourceRunner
+metrics, stop = StreamMetrics("cam", True), threading.Event()
+queue = FrameQueue(2, OverflowPolicy.DROP_OLDEST, threading.Condition())
+source = create_source(parse_source(f"cam=rtsp://viewer:pw@127.0.0.1:{port}/x"))
+runner = SourceRunner(source, queue, metrics, CopyCounter(), stop, print, pool_size=4, backoff=Backoff(0.02, 0.02))
+runner.start()
+time.sleep(0.5)
+stop.set()
+runner.join(5)
+print("LEVEL", os.environ.get("OPENCV_FFMPEG_LOGLEVEL"))
+print("ERROR", metrics.last_error)
+"""
+
+
+def _down_camera(**env: str) -> tuple[str, str]:
+    import os
+    import subprocess
+
+    environ = {k: v for k, v in os.environ.items() if k != "OPENCV_FFMPEG_LOGLEVEL"}
+    run = [sys.executable, "-c", _DOWN_CAMERA]
+    done = subprocess.run(run, env={**environ, **env}, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr
+
+
+def test_a_camera_that_is_down_is_one_warning_with_the_reason_not_ffmpeg_lines() -> None:
+    """FFmpeg printed ``[tcp @ 0x...] Connection to tcp://... failed: Connection refused`` on stderr at
+    every retry; the user gets one line from our logger, with that reason in it."""
+    out, err = _down_camera()
+    assert "[tcp @" not in err + out and "Connection to tcp://" not in err + out
+    warnings = [line for line in err.splitlines() if line.startswith("LOG WARNING")]
+    retries = [line for line in err.splitlines() if line.startswith("LOG DEBUG") and "retrying" in line]
+    assert len(warnings) == 1 and len(retries) >= 3, err
+    assert "stream cannot be opened: connection refused by 127.0.0.1:" in warnings[0]
+    assert "viewer:***@" in warnings[0] and ":pw@" not in err
+    assert "ERROR rtsp://viewer:***@127.0.0.1:" in out and "connection refused" in out
+
+
+def test_an_ffmpeg_log_level_the_user_set_is_kept() -> None:
+    out, err = _down_camera(OPENCV_FFMPEG_LOGLEVEL="16")  # AV_LOG_ERROR: FFmpeg's errors wanted
+    assert "LEVEL 16" in out
+    assert "Connection to tcp://127.0.0.1:" in out + err  # through OpenCV's FFmpeg log callback

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -18,6 +20,43 @@ __all__ = ["OpenCVSource"]
 
 _log = logging.getLogger(__name__)
 _DEV_RE = re.compile(r"^(?:/dev/video|usb:|v4l2:)(\d+)\Z")
+# TCP ports of the network schemes whose reachability can be probed (udp://, srt:// cannot)
+_TCP_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443, "rtmp": 1935, "rtmps": 443}
+
+
+def _quiet_ffmpeg() -> None:
+    """Keep FFmpeg's own log lines (``[tcp @ 0x...] Connection to tcp://... failed``, at every retry of
+    a camera that is down) off stderr: the runner logs each outage once, with the reason found by
+    :func:`_why_unavailable`. OpenCV reads ``OPENCV_FFMPEG_LOGLEVEL`` at every FFmpeg capture open; -8 is
+    AV_LOG_QUIET. A level the user set (16: errors, 24: warnings, 32: info) is kept."""
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+
+
+def _why_unavailable(uri: str, timeout_s: float) -> str:
+    """Why a network stream did not open, for the error after "stream cannot be opened". FFmpeg knew
+    (connection refused, host not found) but said so only in its own, silenced, log: a TCP connect to
+    the stream's host and port finds it out again. When that port answers, the server refused the
+    stream itself."""
+    parts = urlsplit(uri)
+    default = _TCP_PORTS.get(parts.scheme.lower())
+    try:
+        host, port = parts.hostname, parts.port or default
+    except ValueError:  # a port that is no number
+        host, port = None, None
+    if not host or port is None or default is None:  # udp://, srt://: no TCP port to connect to
+        return " (unreachable, refused or wrong credentials)"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except socket.gaierror as exc:
+        return f": cannot resolve host {host} ({exc.strerror or exc})"
+    except ConnectionRefusedError:
+        return f": connection refused by {host}:{port}"
+    except TimeoutError:
+        return f": no answer from {host}:{port} within {timeout_s:g} s"
+    except OSError as exc:
+        return f": cannot connect to {host}:{port} ({exc.strerror or exc})"
+    return f" ({host}:{port} answers: wrong path or credentials, or no video)"
 
 
 def _cv2() -> Any:
@@ -53,6 +92,7 @@ class OpenCVSource(Source):
         if spec.kind == "file":
             if not os.path.isfile(spec.uri):
                 raise SourceError(f"{spec.uri}: no such video file")
+            _quiet_ffmpeg()
             return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG)
         if spec.kind == "usb":
             m = _DEV_RE.match(spec.uri)
@@ -81,6 +121,7 @@ class OpenCVSource(Source):
         # Both only work when given at open. A hung stream is noticed after about 3 x timeout_ms (FFmpeg
         # retries twice before read() returns False), a closed connection at once.
         params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, open_timeout, cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout]
+        _quiet_ffmpeg()
         return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG, params)
 
     def open(self) -> None:
@@ -93,16 +134,17 @@ class OpenCVSource(Source):
             cap.release()
             if self.spec.kind == "file":
                 raise SourceError(f"{redact_uri(self.spec.uri)}: not a readable video file")
-            what = (
-                "camera cannot be opened"
-                if self.spec.kind == "usb"
-                else ("stream cannot be opened (unreachable, refused or wrong credentials)")
-            )
-            raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {what}")
+            raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {self._why_not_open()}")
         self._cap = cap
         w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
         h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         self._shape = (h, w) if w > 0 and h > 0 else None
+
+    def _why_not_open(self) -> str:
+        if self.spec.kind == "usb":
+            return "camera cannot be opened"
+        probe_s = min(int(self.spec.options.get("open_timeout_ms", "5000")), 2000) / 1000
+        return "stream cannot be opened" + redact(_why_unavailable(self.spec.uri, probe_s))
 
     def frame_shape(self) -> tuple[int, int] | None:
         return self._shape

@@ -130,6 +130,75 @@ def test_labels_that_do_not_name_every_class_are_refused(nanodet: Path, toy_mode
         YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, (*y.labels, "extra"), ynames))
 
 
+def test_nanodet_strides_that_do_not_fit_the_head_are_refused_at_load(nanodet: Path) -> None:
+    """A strides list that does not match the model's head is one clear error naming the package when the
+    decoder is built, not a ZeroDivisionError, a numpy error at the first frame, or lost detections."""
+    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+
+    p = load_package(nanodet)
+    names = tuple(o.name for o in p.manifest.outputs)
+
+    def build(manifest: Any = p.manifest, outputs: tuple[str, ...] = names, **params: Any) -> NanoDetDecoder:
+        return NanoDetDecoder(DecodeContext({**p.manifest.decoder.params(), **params}, manifest, p.labels, outputs))
+
+    build()  # as shipped
+    # a 4-level head (its stride-64 outputs not in the manifest) under 3 strides: stride 64 was never read
+    with pytest.raises(
+        DecoderError,
+        match=r"^nanodet-m:1\.0\.0: outputs \['cls_64', 'reg_64'\] are read by no stride in \[8, 16, 32\] "
+        r"\(the strides read 6 of the head's 8 outputs\)",
+    ):
+        build(outputs=(*names, "cls_64", "reg_64"))
+    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*must be positive, got \[0, 1, 2\]"):
+        # a head whose outputs are numbered by level, not by stride: a ZeroDivisionError before
+        build(outputs=tuple(f"{kind}_{level}" for level in range(3) for kind in ("cls", "reg")), strides=[0, 1, 2])
+    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*must differ, got \[8, 8, 16, 32\]"):
+        build(strides=[8, 8, 16, 32])  # one level decoded twice
+    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*at least 1 item"):
+        build(strides=[])
+    # each stride's cells over the input must be the head's: 416's outputs under a 320 input
+    small = p.manifest.model_copy(update={"input": p.manifest.input.model_copy(update={"shape": (-1, 3, 320, 320)})})
+    with pytest.raises(
+        DecoderError,
+        match=r"^nanodet-m:1\.0\.0: output 'cls_8' has 2704 cells, but stride 8 over the 320x320 input makes "
+        r"40 x 40 = 1600",
+    ):
+        build(manifest=small)
+    dynamic = p.manifest.model_copy(update={"input": p.manifest.input.model_copy(update={"shape": (-1, 3, -1, -1)})})
+    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0: nanodet needs a fixed input height and width"):
+        build(manifest=dynamic)
+    flat = p.manifest.model_copy(
+        update={
+            "outputs": tuple(
+                o.model_copy(update={"shape": (-1, 216320)}) if o.name == "cls_8" else o for o in p.manifest.outputs
+            )
+        }
+    )
+    with pytest.raises(
+        DecoderError, match=r"^nanodet-m:1\.0\.0: output 'cls_8' has shape \[-1, 216320\]; nanodet reads"
+    ):
+        build(manifest=flat)  # was "80 labels, but output 'cls_8' scores 216320 classes"
+
+
+def test_a_manifest_with_too_few_strides_fails_to_load(nanodet: Path, tmp_path: Path) -> None:
+    """The model has three head levels; a manifest that declares two (outputs and strides) loaded, and
+    the largest objects, all found by stride 32, were never reported."""
+    import shutil
+
+    pkg = tmp_path / "nanodet-m"
+    shutil.copytree(nanodet, pkg)
+    manifest = pkg / "manifest.yaml"
+    text = manifest.read_text()
+    for line in ("  - {name: cls_32, shape: [-1, 169, 80]}\n", "  - {name: reg_32, shape: [-1, 169, 44]}\n"):
+        assert line in text
+        text = text.replace(line, "")
+    manifest.write_text(text.replace("strides: [8, 16, 32]", "strides: [8, 16]"))
+    with pytest.raises(
+        DecoderError, match=r"^nanodet-m:1\.0\.0: outputs \['cls_32', 'reg_32'\] are read by no stride in \[8, 16\]"
+    ):
+        load_model(load_package(pkg), warmup=False)
+
+
 def test_nanodet_decoder_on_a_hand_made_cell(nanodet: Path) -> None:
     from edgefleet.sdk._decoders._detection import NanoDetDecoder
 

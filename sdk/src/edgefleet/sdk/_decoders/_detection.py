@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .._errors import DecoderError
 from .._preprocess import Transform
@@ -198,10 +198,46 @@ class YoloDecoder(Decoder):
 
 class NanoDetParams(_DetectionParams):
     multi_label: bool = Field(True, description="Every (cell, class) above the threshold is a candidate")
-    strides: tuple[int, ...] = (8, 16, 32)
+    strides: tuple[int, ...] = Field(
+        (8, 16, 32), min_length=1, description="One per head level; level s reads outputs cls_<s> and reg_<s>"
+    )
     reg_max: int = Field(7, ge=1)
     cls_prefix: str = "cls_"
     reg_prefix: str = "reg_"
+
+    @field_validator("strides")
+    @classmethod
+    def _check_strides(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(s < 1 for s in v):
+            raise ValueError(f"strides must be positive, got {list(v)}")
+        if len(set(v)) != len(v):  # one head level decoded twice: every detection of it twice
+            raise ValueError(f"strides must differ, got {list(v)}")
+        return v
+
+
+def _check_cells(ctx: DecodeContext, name: str, stride: int, grid: tuple[int, int]) -> None:
+    """A GFL output's declared shape must be (N, cells, C) with the cells that ``stride`` makes over the
+    input: a strides list or input size that does not match the model fails here, at load, rather than
+    at the first frame."""
+    shape = _declared(ctx, name)
+    if shape is None:
+        return
+    if len(shape) != 3:
+        raise DecoderError(f"{ctx.manifest.ref}: output {name!r} has shape {list(shape)}; nanodet reads (N, cells, C)")
+    gh, gw = grid
+    if shape[1] > 0 and shape[1] != gh * gw:
+        spec = ctx.manifest.input
+        raise DecoderError(
+            f"{ctx.manifest.ref}: output {name!r} has {shape[1]} cells, but stride {stride} over the "
+            f"{spec.width}x{spec.height} input makes {gw} x {gh} = {gh * gw} (do the strides and the input "
+            "size match the model?)"
+        )
+
+
+def _by_stride(name: str) -> tuple[int, str]:
+    """``cls_8`` before ``cls_16``: head outputs in the order of their strides."""
+    digits = name[len(name.rstrip("0123456789")) :]
+    return int(digits or 0), name
 
 
 class NanoDetDecoder(Decoder):
@@ -220,41 +256,62 @@ class NanoDetDecoder(Decoder):
         self.p = ctx.parse(NanoDetParams)
         self.keep = _class_filter(ctx, self.p)
         spec = ctx.manifest.input
+        if spec.height < 1 or spec.width < 1:
+            raise DecoderError(
+                f"{ctx.manifest.ref}: nanodet needs a fixed input height and width (each stride's cells "
+                f"follow from them), got input shape {list(spec.shape)}"
+            )
         self._levels: list[tuple[int, str, str, int, int, int]] = []  # stride, outputs, first cell, cells, grid w
         centres, strides = [], []
         first = 0
         for s in self.p.strides:
             cls_name, reg_name = f"{self.p.cls_prefix}{s}", f"{self.p.reg_prefix}{s}"
-            for name in (cls_name, reg_name):
-                if name not in ctx.output_names:
-                    raise DecoderError(f"{ctx.manifest.ref}: nanodet decoder needs an output named {name!r}")
-            cls_shape, reg_shape = _declared(ctx, cls_name), _declared(ctx, reg_name)
-            if cls_shape and cls_shape[-1] > 0:
-                _check_label_count(ctx, cls_name, {cls_shape[-1]})
-            bins = 4 * (self.p.reg_max + 1)
-            if reg_shape and reg_shape[-1] > 0 and reg_shape[-1] != bins:
-                raise DecoderError(
-                    f"{ctx.manifest.ref}: output {reg_name!r} has {reg_shape[-1]} box bins; reg_max "
-                    f"{self.p.reg_max} needs 4 x {self.p.reg_max + 1} = {bins}"
-                )
             gh, gw = -(-spec.height // s), -(-spec.width // s)
+            self._check_level(s, cls_name, reg_name, (gh, gw))
             ys, xs = np.mgrid[0:gh, 0:gw]
             centres.append(np.stack([(xs.ravel() + 0.5) * s, (ys.ravel() + 0.5) * s], axis=1).astype(np.float32))
             strides.append(np.full(gh * gw, s, np.float32))
             self._levels.append((s, cls_name, reg_name, first, gh * gw, gw))
             first += gh * gw
-        declared = {  # cls_<stride> and reg_<stride> outputs of the manifest
-            o.name
-            for o in ctx.manifest.outputs
-            for prefix in (self.p.cls_prefix, self.p.reg_prefix)
-            if o.name.startswith(prefix) and o.name[len(prefix) :].isdigit()
-        }
-        unused = sorted(declared - {name for lvl in self._levels for name in lvl[1:3]})
-        if unused:  # a head output no stride reads: its detections were silently lost
-            raise DecoderError(f"{ctx.manifest.ref}: outputs {unused} are read by no stride in {list(self.p.strides)}")
+        self._check_every_output_read()
         self._centres = np.concatenate(centres)  # (every cell of every stride, 2)
         self._strides = np.concatenate(strides)[:, None]
         self._bins = np.arange(self.p.reg_max + 1, dtype=np.float32)
+
+    def _check_level(self, stride: int, cls_name: str, reg_name: str, grid: tuple[int, int]) -> None:
+        """One stride's outputs exist, with its cells, a score per label and reg_max's box bins."""
+        ctx = self.ctx
+        for name in (cls_name, reg_name):
+            if name not in ctx.output_names:
+                raise DecoderError(f"{ctx.manifest.ref}: nanodet decoder needs an output named {name!r}")
+            _check_cells(ctx, name, stride, grid)
+        cls_shape, reg_shape = _declared(ctx, cls_name), _declared(ctx, reg_name)
+        if cls_shape and cls_shape[-1] > 0:
+            _check_label_count(ctx, cls_name, {cls_shape[-1]})
+        bins = 4 * (self.p.reg_max + 1)
+        if reg_shape and reg_shape[-1] > 0 and reg_shape[-1] != bins:
+            raise DecoderError(
+                f"{ctx.manifest.ref}: output {reg_name!r} has {reg_shape[-1]} box bins; reg_max "
+                f"{self.p.reg_max} needs 4 x {self.p.reg_max + 1} = {bins}"
+            )
+
+    def _check_every_output_read(self) -> None:
+        """Every cls_<n>/reg_<n> output of the model (and of the manifest) has its stride: a head output
+        that no stride reads lost its detections without a word (a 4-level head under 3 strides)."""
+        ctx, p = self.ctx, self.p
+        head = {
+            name
+            for name in (*ctx.output_names, *(o.name for o in ctx.manifest.outputs))
+            for prefix in (p.cls_prefix, p.reg_prefix)
+            if name.startswith(prefix) and name[len(prefix) :].isdigit()
+        }
+        unused = sorted(head - {name for lvl in self._levels for name in lvl[1:3]}, key=_by_stride)
+        if unused:
+            read = 2 * len(self._levels)
+            raise DecoderError(
+                f"{ctx.manifest.ref}: outputs {unused} are read by no stride in {list(p.strides)} (the "
+                f"strides read {read} of the head's {read + len(unused)} outputs)"
+            )
 
     def candidate_filters(self) -> list[CandidateFilter]:
         """Each stride decoded on the GPU (a backend that cannot gets the full tensors), then NMS and the

@@ -220,11 +220,22 @@ def test_health_service_reports_serving(controller: str) -> None:
             assert res.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_unreachable_controller_is_one_line(tmp_path: Path) -> None:
+def test_unreachable_controller_is_one_line_that_says_why(tmp_path: Path) -> None:
+    """A closed port and a name that does not resolve used to read alike ("cannot reach the controller");
+    the line now says which, as a user checking a wrong port or host name needs."""
     with socket_closed_port() as port:
-        for args in (["devices", "ls"], ["models", "ls"], ["rollout", "status"]):
+        refused = f"cannot reach the controller at 127.0.0.1:{port}: connection refused"
+        unresolved = (
+            "cannot reach the controller at nonexistent.invalid:50051: the name 'nonexistent.invalid' does not resolve"
+        )
+        for args, address, why in (
+            (["devices", "ls"], f"127.0.0.1:{port}", refused),
+            (["models", "ls"], f"127.0.0.1:{port}", refused),
+            (["rollout", "status"], f"127.0.0.1:{port}", refused),
+            (["devices", "ls"], "nonexistent.invalid:50051", unresolved),
+        ):
             out = subprocess.run(
-                [EDGEFLEET, *args, "--controller", f"127.0.0.1:{port}"],
+                [EDGEFLEET, *args, "--controller", address],
                 check=False,
                 capture_output=True,
                 text=True,
@@ -233,8 +244,8 @@ def test_unreachable_controller_is_one_line(tmp_path: Path) -> None:
             assert out.returncode == 1, out
             assert "Traceback" not in out.stderr
             lines = [line for line in out.stderr.splitlines() if line.strip()]
-            assert len(lines) == 1 and "cannot reach the controller" in lines[0], out.stderr
-        with pytest.raises(ControllerUnavailableError):
+            assert len(lines) == 1 and why in lines[0], out.stderr
+        with pytest.raises(ControllerUnavailableError, match="connection refused"):
             FleetClient(f"127.0.0.1:{port}", timeout_s=2).list_devices()
 
 

@@ -216,3 +216,67 @@ def test_a_pipeline_that_fails_is_restarted_on_its_version(tmp_path: Path) -> No
     finally:
         host.close()
     assert host._watchdog is not None and not host._watchdog.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("closed-port", "connection refused (nothing listens on 127.0.0.1 port"),
+        ("nonexistent.invalid:50051", "the name 'nonexistent.invalid' does not resolve"),
+        ("not-grpc", "no answer within 2 s: the address takes connections but no gRPC session came up"),
+    ],
+)
+def test_an_unreachable_controller_is_logged_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, target: str, why: str
+) -> None:
+    """The agent logged "no answer within 10 s" for a wrong port and a wrong host name alike, after the full
+    connect timeout; a refused port or a name that does not resolve is now said at once."""
+    import asyncio
+    import logging
+    import socket
+    import time
+
+    from edgefleet.edge._agent import Agent
+    from edgefleet.edge._config import AgentConfig
+
+    listener = socket.socket()  # bound: "closed-port" closes it, "not-grpc" listens and never answers
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if target == "not-grpc":
+        listener.listen(8)
+    else:
+        listener.close()
+    address = f"127.0.0.1:{port}" if target in ("closed-port", "not-grpc") else target
+    config = AgentConfig.model_validate(
+        {
+            "device_id": "cam-01",
+            "require_signature": False,
+            "state_dir": str(tmp_path / "state"),
+            "controller": {"address": address, "connect_timeout_s": 2.0, "backoff_initial_s": 0.2},
+            "pipelines": {"p": {"model": str(tmp_path / "m"), "sources": ["synthetic:"]}},
+        }
+    )
+
+    async def first_warning() -> tuple[str, float]:
+        agent, stop = Agent(config), asyncio.Event()
+        task = asyncio.create_task(agent.run(stop))
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < 8:
+                said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"controller {address}")]
+                if said:
+                    return said[0], time.monotonic() - started
+                await asyncio.sleep(0.02)
+            return "", time.monotonic() - started
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="edgefleet.edge._agent"):
+            message, seconds = asyncio.run(first_warning())
+    finally:
+        listener.close()
+    assert why in message, message
+    if target != "not-grpc":
+        assert seconds < 1.5, f"{seconds:.1f} s: waited for the connect timeout (2 s) to say it"

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
-from edgefleet.sdk._address import host_port_problem
+from edgefleet.sdk._address import connect_problem, host_port_problem
 
 from ._errors import (
     CloudError,
@@ -96,12 +96,13 @@ class FleetClient:
         code = exc.code() if hasattr(exc, "code") else None
         details = (exc.details() if hasattr(exc, "details") else "") or str(code)
         if code == grpc.StatusCode.UNAVAILABLE:
-            return ControllerUnavailableError(
-                f"cannot reach the controller at {self.address} (is `edgefleet controller serve` running?)"
-            )
+            return self._unreachable(details)
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
             return CloudError(f"the controller at {self.address} refused the credentials: {details}")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            why = connect_problem(self.address, min(2.0, self.timeout_s))  # a black hole, or a slow controller
+            if why:
+                return ControllerUnavailableError(f"cannot reach the controller at {self.address}: {why}")
             return ControllerUnavailableError(f"the controller at {self.address} did not answer in time")
         if code == grpc.StatusCode.NOT_FOUND:
             return NotFoundError(details)
@@ -110,6 +111,17 @@ class FleetClient:
         if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE):
             return InvalidArgumentError(details)
         return CloudError(f"controller error ({code.name if code else 'unknown'}): {details}")
+
+    def _unreachable(self, details: str) -> ControllerUnavailableError:
+        """UNAVAILABLE, said the way a user can act on: gRPC's own text is one line about every address it
+        tried; a direct connection attempt tells refused, unresolvable and silent hosts apart."""
+        why = connect_problem(self.address, min(2.0, self.timeout_s))
+        if why is None:  # TCP connects: TLS, or not a gRPC server
+            first = details.splitlines()[0] if details else "unavailable"
+            return ControllerUnavailableError(f"cannot reach the controller at {self.address}: {first}")
+        refused = why.startswith("connection refused")
+        hint = "; is `edgefleet controller serve` running, on this port?" if refused else ""
+        return ControllerUnavailableError(f"cannot reach the controller at {self.address}: {why}{hint}")
 
     # --- models ------------------------------------------------------------------------------------
     def push(

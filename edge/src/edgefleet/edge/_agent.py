@@ -20,6 +20,7 @@ from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, key_id, load_public_key
+from edgefleet.sdk._address import can_probe, connect_problem
 
 from ._caps import detect_capabilities
 from ._config import AgentConfig
@@ -215,7 +216,7 @@ class Agent:
         ]
         async with controller_channel(c, options) as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
-            if not await _ready_or_stopped(channel, stop, c.connect_timeout_s):
+            if not await _ready_or_stopped(channel, stop, c.connect_timeout_s, c.address):
                 return  # stopped while connecting: SIGTERM used to wait out the connect timeout
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue(maxsize=1000)
             hello = self._hello()
@@ -547,17 +548,67 @@ class Agent:
         return f"rolled back to {rb.to_ref}", rb.to_ref
 
 
-async def _ready_or_stopped(channel: Any, stop: asyncio.Event, timeout_s: float) -> bool:
-    """True once the channel is ready; False when ``stop`` is set first; TimeoutError after ``timeout_s``."""
-    ready = asyncio.ensure_future(channel.channel_ready())
+async def _ready_or_stopped(channel: Any, stop: asyncio.Event, timeout_s: float, address: str) -> bool:
+    """True once the channel is ready; False when ``stop`` is set first. Raises ConnectionError, saying
+    why, as soon as the channel fails and the address refuses connections or does not resolve; otherwise
+    TimeoutError after ``timeout_s``."""
+    ready = asyncio.ensure_future(_until_ready(channel, timeout_s, address))
     stopped = asyncio.ensure_future(stop.wait())
     try:
-        done, _ = await asyncio.wait({ready, stopped}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for f in (ready, stopped):
             f.cancel()
     if stopped in done:
+        if ready.done() and not ready.cancelled():
+            ready.exception()  # retrieved: stopping wins
         return False
-    if ready not in done:
-        raise TimeoutError(f"no answer within {timeout_s:g} s")
+    ready.result()  # raises ConnectionError / TimeoutError
     return True
+
+
+async def _until_ready(channel: Any, timeout_s: float, address: str) -> None:
+    """Wait for the channel to become ready. gRPC only says "unavailable" (it keeps retrying inside the
+    channel), so the first time the channel fails, a direct connection attempt tells a refused port or an
+    unresolvable name, which are worth reporting at once, from trouble above TCP (TLS), which is not."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    state = channel.get_state(try_to_connect=True)
+    probed: str | None = None  # "" once a probe found nothing wrong below gRPC
+    while state is not grpc.ChannelConnectivity.READY:
+        if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and probed is None:
+            probed = await _connect_problem(address, deadline - loop.time())
+            if probed:
+                raise ConnectionError(probed)
+        change = asyncio.ensure_future(channel.wait_for_state_change(state))
+        try:
+            done, _ = await asyncio.wait({change}, timeout=max(0.0, deadline - loop.time()))
+        finally:
+            change.cancel()
+        if not done:
+            break
+        state = channel.get_state(try_to_connect=True)
+    else:
+        return
+    if probed is None:  # still connecting at the deadline: a silent host, or a slow handshake
+        probed = await _connect_problem(address, 2.0)
+        if probed:
+            raise ConnectionError(probed)
+    if can_probe(address):
+        raise TimeoutError(
+            f"no answer within {timeout_s:g} s: the address takes connections but no gRPC session came up "
+            "(TLS settings, or not an edgefleet controller there?)"
+        )
+    raise TimeoutError(f"no answer within {timeout_s:g} s")
+
+
+async def _connect_problem(address: str, budget_s: float) -> str:
+    """sdk ``connect_problem`` off the event loop, bounded (a name lookup has no timeout of its own);
+    "" when nothing is wrong below gRPC or nothing could be learnt in time."""
+    timeout = min(2.0, max(0.5, budget_s))
+    probe = asyncio.ensure_future(asyncio.to_thread(connect_problem, address, timeout))
+    try:
+        done, _ = await asyncio.wait({probe}, timeout=timeout + 1.0)
+    finally:
+        probe.cancel()
+    return (probe.result() or "") if done else ""

@@ -20,7 +20,7 @@ what it measured):
 Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
-CUDA stream).
+CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run).
 """
 
 from __future__ import annotations
@@ -506,7 +506,17 @@ def main(argv: list[str]) -> None:
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="seconds: sys.setswitchinterval for the whole run (CPython's default is 0.005)",
+    )
     args = ap.parse_args(argv)
+    if args.switch_interval is not None:
+        if not 0 < args.switch_interval <= 1:
+            ap.error("--switch-interval must be in (0, 1] seconds")
+        sys.setswitchinterval(args.switch_interval)
     _OPTIONS["workers"] = [int(x) for x in args.infer_workers.split(",")]
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
@@ -519,6 +529,7 @@ def main(argv: list[str]) -> None:
     rec.doc["models"] = {k: str(v) for k, v in models.items()}
     rec.doc["host_frames"] = args.host_frames
     rec.doc["cuda_graph"] = args.cuda_graph
+    rec.doc["switch_interval_s"] = sys.getswitchinterval()
     t0 = time.perf_counter()
     for suite in suites:
         try:

@@ -24,6 +24,8 @@ def pipeline_stats() -> PipelineStats:
         False,
         "cannot open rtsp://u:pw@cam/1",
         "det:2.0.0",
+        recent_error="cannot open rtsp://u:pw@cam/1",
+        recent_error_at=1_764_500_000.25,
     )
     return PipelineStats(
         elapsed_s=3.4,

@@ -80,6 +80,8 @@ def test_pipeline_message_and_prometheus() -> None:
     assert msg.fps == 29.5 and msg.queue_depths["infer"] == 2 and msg.pixel_copies["host_to_device"] == 98
     st = msg.streams[0]
     assert st.stream_id == "rtsp://u:***@cam/1" and "pw" not in st.last_error
+    assert st.recent_error == "cannot open rtsp://u:***@cam/1"
+    assert st.recent_error_at.ToMicroseconds() == 1_764_500_000_250_000
     assert (st.reconnects, st.errors, st.latency.p95_ms) == (3, 1, 20.0)
     assert msg.stages[0].latency.p99_ms == 9.0 and msg.latency.p95_ms == 20.0
 

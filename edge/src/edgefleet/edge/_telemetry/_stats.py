@@ -58,7 +58,10 @@ def pipeline_message(name: str, stats: PipelineStats) -> pb.Telemetry.Pipeline:
             connected=st.connected,
             last_error=redact_uri(st.last_error) if st.last_error else "",
             model_version=st.model or "",
+            recent_error=redact_uri(st.recent_error) if st.recent_error else "",
         )
+        if st.recent_error_at is not None:
+            s.recent_error_at.FromMicroseconds(round(st.recent_error_at * 1e6))
         _latency(s.latency, st.latency_p50_ms, st.latency_p95_ms, st.latency_p99_ms)
         if st.latency_p95_ms > worst[1]:
             worst = (st.latency_p50_ms, st.latency_p95_ms, st.latency_p99_ms)

@@ -94,7 +94,7 @@ class Telemetry(_message.Message):
         latency: Telemetry.Latency
         def __init__(self, name: _Optional[str] = ..., items: _Optional[int] = ..., rate: _Optional[float] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ...) -> None: ...
     class Stream(_message.Message):
-        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version")
+        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version", "recent_error", "recent_error_at")
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
         LIVE_FIELD_NUMBER: _ClassVar[int]
         FPS_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,8 @@ class Telemetry(_message.Message):
         CONNECTED_FIELD_NUMBER: _ClassVar[int]
         LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
         MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+        RECENT_ERROR_FIELD_NUMBER: _ClassVar[int]
+        RECENT_ERROR_AT_FIELD_NUMBER: _ClassVar[int]
         stream_id: str
         live: bool
         fps: float
@@ -125,7 +127,9 @@ class Telemetry(_message.Message):
         connected: bool
         last_error: str
         model_version: str
-        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ...) -> None: ...
+        recent_error: str
+        recent_error_at: _timestamp_pb2.Timestamp
+        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
     class Pipeline(_message.Message):
         __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency")
         class QueueDepthsEntry(_message.Message):

@@ -280,3 +280,21 @@ def test_an_unreachable_controller_is_logged_with_the_reason(
     assert why in message, message
     if target != "not-grpc":
         assert seconds < 1.5, f"{seconds:.1f} s: waited for the connect timeout (2 s) to say it"
+
+
+def test_a_hung_connect_probe_does_not_hold_up_the_agents_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's name lookup has no timeout of its own. On the event loop's executor, ``asyncio.run``
+    waited for it at exit, so an agent told to stop while DNS hung stayed up until the lookup gave up."""
+    import asyncio
+    import time
+
+    from edgefleet.edge import _agent
+
+    def hung(address: str, timeout_s: float) -> str | None:
+        time.sleep(6)  # a resolver that does not answer
+        return None
+
+    monkeypatch.setattr(_agent, "connect_problem", hung)
+    started = time.monotonic()
+    assert asyncio.run(_agent._connect_problem("cam.example:50051", 0.5)) == ""
+    assert time.monotonic() - started < 3, "the agent's exit waited for the hung probe"

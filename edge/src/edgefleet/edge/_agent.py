@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -604,11 +605,28 @@ async def _until_ready(channel: Any, timeout_s: float, address: str) -> None:
 
 async def _connect_problem(address: str, budget_s: float) -> str:
     """sdk ``connect_problem`` off the event loop, bounded (a name lookup has no timeout of its own);
-    "" when nothing is wrong below gRPC or nothing could be learnt in time."""
+    "" when nothing is wrong below gRPC or nothing could be learnt in time. It runs on a daemon thread of
+    its own, not the loop's executor: ``asyncio.run`` joins that executor at exit, so a hung lookup would
+    hold up the agent's shutdown."""
     timeout = min(2.0, max(0.5, budget_s))
-    probe = asyncio.ensure_future(asyncio.to_thread(connect_problem, address, timeout))
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None) -> None:
+        if not answer.done():
+            answer.set_result(value)
+
+    def probe() -> None:
+        try:
+            value = connect_problem(address, timeout)
+        except Exception:  # a probe that breaks only loses the better message
+            _log.debug("connect probe failed", exc_info=True)
+            value = None
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, value)
+
+    threading.Thread(target=probe, name="connect-probe", daemon=True).start()
     try:
-        done, _ = await asyncio.wait({probe}, timeout=timeout + 1.0)
-    finally:
-        probe.cancel()
-    return (probe.result() or "") if done else ""
+        return await asyncio.wait_for(answer, timeout + 1.0) or ""
+    except asyncio.TimeoutError:  # not the builtin on Python 3.10
+        return ""

@@ -349,7 +349,7 @@ def test_a_camera_that_is_down_is_one_warning_with_the_reason_not_ffmpeg_lines()
     warnings = [line for line in err.splitlines() if line.startswith("LOG WARNING")]
     retries = [line for line in err.splitlines() if line.startswith("LOG DEBUG") and "retrying" in line]
     assert len(warnings) == 1 and len(retries) >= 3, err
-    assert "stream cannot be opened: connection refused by 127.0.0.1:" in warnings[0]
+    assert "stream cannot be opened: connection refused (nothing listens on 127.0.0.1 port " in warnings[0]
     assert "viewer:***@" in warnings[0] and ":pw@" not in err
     assert "ERROR rtsp://viewer:***@127.0.0.1:" in out and "connection refused" in out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-__all__ = ["GRPC_TARGET_SCHEMES", "can_probe", "connect_problem", "host_port_problem"]
+__all__ = ["GRPC_TARGET_SCHEMES", "can_probe", "connect_problem", "host_port_problem", "tcp_problem"]
 
 GRPC_TARGET_SCHEMES = ("dns:", "unix:", "ipv4:", "ipv6:")  # gRPC target names, taken as they are
 
@@ -78,7 +78,13 @@ def connect_problem(address: str, timeout_s: float = 2.0) -> str | None:
     hp = _host_port(address)
     if hp is None:
         return None
-    host, port = hp
+    return tcp_problem(*hp, timeout_s)
+
+
+def tcp_problem(host: str, port: int, timeout_s: float = 2.0) -> str | None:
+    """Why a TCP connection to ``host``:``port`` cannot be opened (the name does not resolve, connection
+    refused, no answer within ``timeout_s``), or None when it can. Shared by the controller probe above and
+    the network cameras' "stream cannot be opened" message. Blocks: call it off an event loop."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

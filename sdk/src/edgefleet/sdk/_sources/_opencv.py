@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import sys
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
+from .._address import tcp_problem
 from .._errors import SourceError
 from .._redact import redact, redact_uri
 from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
@@ -45,17 +45,9 @@ def _why_unavailable(uri: str, timeout_s: float) -> str:
         host, port = None, None
     if not host or port is None or default is None:  # udp://, srt://: no TCP port to connect to
         return " (unreachable, refused or wrong credentials)"
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
-    except socket.gaierror as exc:
-        return f": cannot resolve host {host} ({exc.strerror or exc})"
-    except ConnectionRefusedError:
-        return f": connection refused by {host}:{port}"
-    except TimeoutError:
-        return f": no answer from {host}:{port} within {timeout_s:g} s"
-    except OSError as exc:
-        return f": cannot connect to {host}:{port} ({exc.strerror or exc})"
+    problem = tcp_problem(host, port, timeout_s)
+    if problem is not None:
+        return f": {problem}"
     return f" ({host}:{port} answers: wrong path or credentials, or no video)"
 
 

@@ -35,7 +35,7 @@ def pack_package(package: Path, out: Path, *, key: Path | None = None) -> tuple[
     inputs or outputs contradict the manifest: refused here, before anything is uploaded.
     """
     pkg = load_package(package)
-    check_model_file(pkg.root, pkg.manifest, str(package))
+    check_model_file(pkg.root, pkg.manifest, str(package), pkg.labels)
     manifest = pkg.manifest
     if key is not None:
         manifest = sign_manifest(manifest, load_private_key(key))

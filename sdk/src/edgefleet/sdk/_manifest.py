@@ -83,6 +83,27 @@ class InputSpec(_Strict):
             raise ValueError("std must not contain 0")
         return v
 
+    @model_validator(mode="after")
+    def _check_layout(self) -> InputSpec:
+        """Frames have 3 channels, so the layout's channel dimension must be 3, and the preprocessing
+        needs a fixed height and width. A layout that does not fit the shape (NCHW declared for an NHWC
+        model) would otherwise feed the model scrambled pixels and give wrong results without a word."""
+        nchw = self.layout == "NCHW"
+        at, other = (1, 3) if nchw else (3, 1)
+        if self.shape[at] != 3:
+            hint = ""
+            if self.shape[other] == 3:
+                hint = f" (dimension {other} is 3: is the model {'NHWC' if nchw else 'NCHW'}?)"
+            raise ValueError(
+                f"layout {self.layout} puts the colour channels at dimension {at} of {list(self.shape)}, "
+                f"which is {self.shape[at]}; frames have 3 channels{hint}"
+            )
+        if self.height < 1 or self.width < 1:
+            raise ValueError(
+                f"height and width must be fixed numbers (the frames are resized to them), got {list(self.shape)}"
+            )
+        return self
+
     @property
     def height(self) -> int:
         return self.shape[2] if self.layout == "NCHW" else self.shape[1]
@@ -164,7 +185,13 @@ class SignatureSpec(_Strict):
     value: str = Field(description="base64 Ed25519 signature over canonical_bytes(manifest)")
 
 
-_DECODER_TASKS = {"yolo": "detection", "nanodet": "detection", "classification": "classification"}
+_DECODER_TASKS = {
+    "yolo": "detection",
+    "yolo-seg": "segmentation",
+    "yolo-pose": "pose",
+    "nanodet": "detection",
+    "classification": "classification",
+}
 
 
 class Manifest(_Strict):
@@ -173,7 +200,7 @@ class Manifest(_Strict):
     format: Literal["edgefleet.model/v1"]
     name: str
     version: str
-    task: Literal["detection", "classification", "raw"]
+    task: Literal["detection", "segmentation", "pose", "classification", "raw"]
     description: str = ""
     license: str | None = None
     model: str

@@ -649,6 +649,7 @@ class Pipeline:
                 d.detections,
                 d.classifications,
                 raw,
+                source=frame.source,
             )
             for det in d.detections:
                 self._labels[det.label] += 1

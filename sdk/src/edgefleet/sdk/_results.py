@@ -46,7 +46,8 @@ class Result:
 
     ``model`` and ``model_version`` name the exact model version that processed the frame (they change
     at a hot swap). ``timestamp`` is the capture time in seconds since the epoch; ``latency_ms`` is the
-    time from capture to this result.
+    time from capture to this result. ``source`` names what the frame was read from, credentials
+    redacted: the image file for a folder, the file or camera URI otherwise.
     """
 
     stream_id: str
@@ -60,6 +61,7 @@ class Result:
     detections: tuple[Detection, ...] = ()
     classifications: tuple[Classification, ...] = ()
     raw: dict[str, np.ndarray] | None = field(default=None, compare=False)
+    source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the JSONL sink writes exactly this)."""
@@ -73,6 +75,8 @@ class Result:
             "height": self.frame_height,
             "latency_ms": round(self.latency_ms, 3),
         }
+        if self.source:
+            out["source"] = self.source
         if self.detections:
             out["detections"] = [d.to_dict() for d in self.detections]
         if self.classifications:

@@ -125,8 +125,8 @@ def _to_source(boxes: np.ndarray, frame: np.ndarray, transforms: Sequence[Transf
 
 
 def _declared(ctx: DecodeContext, name: str) -> tuple[int, ...] | None:
-    """The shape the manifest declares for output ``name`` (-1: dynamic), or None."""
-    return next((o.shape for o in ctx.manifest.outputs if o.name == name), None)
+    """The shape of output ``name`` (-1: dynamic): the model's where known, else the manifest's; or None."""
+    return ctx.output_shape(name)
 
 
 def _check_label_count(ctx: DecodeContext, output: str, classes: set[int]) -> None:

@@ -2,7 +2,12 @@
 with random weights, to ONNX exactly as ``yolo export format=onnx`` does (run by build_ultralytics.sh in
 its venv: torch 2.13.0 CPU + ultralytics).
 
-    python _ultralytics_export.py OUT_DIR NAME...
+    python _ultralytics_export.py CLIP OUT_DIR NAME...
+
+Before the export, each model's BatchNorm statistics are measured on 16 letterboxed frames of CLIP (the
+weights stay random): with untouched statistics a randomly initialised network gives the same few scores
+at every anchor, which would test nothing; measured, its scores and boxes differ from anchor to anchor
+and follow the input (still no accuracy: these are not trained detectors).
 
 NAME is one of yolov8n, yolov8n-seg, yolov8n-pose, yolov8n-cls (imgsz 224, as classifiers are trained)
 and yolov8n-dynamic (detect, imgsz 320, dynamic=True). Each export is opened again and its interface
@@ -17,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import cv2
+import numpy as np
 import onnx
 import torch
 from ultralytics import YOLO
@@ -35,7 +42,40 @@ def _dims(value_info: onnx.ValueInfoProto) -> list[int | str]:
     return [d.dim_value or d.dim_param for d in value_info.type.tensor_type.shape.dim]
 
 
-def main(out: Path, names: list[str]) -> None:
+def _frames(clip: Path, size: int, count: int = 16) -> torch.Tensor:
+    """``count`` frames of ``clip``, letterboxed to ``size`` x ``size`` with grey (114) borders, RGB / 255."""
+    cap = cv2.VideoCapture(str(clip))
+    out = []
+    while len(out) < count:
+        ok, img = cap.read()
+        if not ok:
+            raise SystemExit(f"{clip}: fewer than {count} frames")
+        h, w = img.shape[:2]
+        r = min(size / h, size / w)
+        nh, nw = round(h * r), round(w * r)
+        canvas = np.full((size, size, 3), 114, np.uint8)
+        top, left = (size - nh) // 2, (size - nw) // 2
+        canvas[top : top + nh, left : left + nw] = cv2.resize(img, (nw, nh))[:, :, ::-1]
+        out.append(torch.from_numpy(canvas.copy()).permute(2, 0, 1).float() / 255)
+    cap.release()
+    return torch.stack(out)
+
+
+def _measure_batchnorm(model: YOLO, frames: torch.Tensor) -> None:
+    """Replace every BatchNorm layer's running statistics by those of ``frames`` (a cumulative average)."""
+    net = model.model
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None
+    net.train()
+    with torch.no_grad():
+        for i in range(0, len(frames), 4):
+            net(frames[i : i + 4])
+    net.eval()
+
+
+def main(clip: Path, out: Path, names: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         yaml_name, options = EXPORTS[name]
@@ -45,7 +85,9 @@ def main(out: Path, names: list[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             os.chdir(tmp)  # the export lands in the working folder
             try:
-                exported = Path(YOLO(yaml_name).export(format="onnx", **options)).resolve()
+                model = YOLO(yaml_name)
+                _measure_batchnorm(model, _frames(clip, int(options.get("imgsz", 640))))
+                exported = Path(model.export(format="onnx", **options)).resolve()
                 shutil.move(str(exported), target)
             finally:
                 os.chdir(here)
@@ -60,4 +102,4 @@ def main(out: Path, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2:])
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

@@ -11,8 +11,10 @@
 #                                    2100 anchors at run time (the graph declares them symbolic)
 #
 # Each is what `yolo export format=onnx` writes, unchanged (metadata_props included). The models are
-# built from Ultralytics' architecture YAMLs with random weights (torch.manual_seed(0)): no weights are
-# downloaded, so they are good for layouts, decoders and throughput, never for accuracy claims.
+# built from Ultralytics' architecture YAMLs with random weights (torch.manual_seed(0)) whose BatchNorm
+# statistics are measured on 16 frames of models/media/vtest-300.mp4 (so scores and boxes vary with the
+# input): no weights are downloaded, so they are good for layouts, decoders and throughput, never for
+# accuracy claims.
 # The venv (torch 2.13.0 CPU wheel + ultralytics, about 1.6 GB) is kept in .cache/venvs/ultralytics
 # so a --force rebuild takes seconds; delete it to reclaim the space.
 # Does nothing when OUT_DIR/BUILD records this script's pins and every file is there, unless --force.
@@ -37,7 +39,7 @@ for a in "$@"; do
     esac
 done
 OUT="${OUT:-$CACHE_MODELS_DIR/ultralytics}"
-STAMP="${VENV_REQS[*]}"
+STAMP="${VENV_REQS[*]} bn-measured"
 
 up_to_date() {
     [[ -f "$OUT/BUILD" && "$(head -1 "$OUT/BUILD")" == "$STAMP" ]] || return 1
@@ -59,18 +61,20 @@ VPY="$VENV/bin/python"
 "$VPY" -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("2.13.0") else "torch " + v + " is not 2.13.0")'
 log "venv ready after $((SECONDS - t0)) s"
 
+CLIP="$REPO_ROOT/models/media/vtest-300.mp4"  # BatchNorm statistics are measured on its frames
+[[ -f "$CLIP" ]] || die "$CLIP missing (tools/models/build.sh clip)"
 STAGE="$WORK/stage-ultralytics"
 rm -rf "$STAGE" && mkdir -p "$STAGE"
 # Offline: no settings sync, no online checks; Ultralytics' settings file lives in the work folder.
 if ! YOLO_OFFLINE=1 YOLO_CONFIG_DIR="$WORK/ultralytics-config" \
-        "$VPY" "$MODELS_TOOLS_DIR/_ultralytics_export.py" "$STAGE" "${MODELS[@]}" > "$WORK/export.log" 2>&1; then
+        "$VPY" "$MODELS_TOOLS_DIR/_ultralytics_export.py" "$CLIP" "$STAGE" "${MODELS[@]}" > "$WORK/export.log" 2>&1; then
     tail -30 "$WORK/export.log" >&2
     die "export failed (log above)"
 fi
 grep -E "^yolov8n" "$WORK/export.log" >&2
 {
     printf '%s\n' "$STAMP"
-    printf 'built by tools/models/build_ultralytics.sh from Ultralytics architecture YAMLs, random weights (seed 0)\n'
+    printf 'built by tools/models/build_ultralytics.sh from Ultralytics architecture YAMLs, random weights (seed 0), BatchNorm statistics of vtest-300.mp4\n'
     (cd "$STAGE" && sha256sum ./*.onnx)
 } > "$STAGE/BUILD"
 rm -rf "$OUT" && mkdir -p "$(dirname "$OUT")" && mv "$STAGE" "$OUT"

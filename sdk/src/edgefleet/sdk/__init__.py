@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "Detection": "._results",
     "EdgefleetError": "._errors",
     "Frame": "._frames",
+    "Keypoint": "._results",
+    "Mask": "._results",
     "InputBuffer": "._backends",
     "IntegrityError": "._errors",
     "JsonlSink": "._sinks",
@@ -73,6 +75,10 @@ _EXPORTS: dict[str, str] = {
     "load_pipeline_config": "._config",
     "load_private_key": "._signing",
     "load_public_key": "._signing",
+    "init_package": "._packaging",
+    "pack_package": "._packaging",
+    "bump_package": "._packaging",
+    "verify_package": "._packaging",
     "parse_source": "._sources",
     "read_manifest": "._manifest",
     "redact_uri": "._redact",
@@ -112,10 +118,11 @@ if TYPE_CHECKING:
     from ._manifest import Manifest, read_manifest
     from ._metrics import PipelineStats, StageStats, StreamStats
     from ._package import ModelPackage, load_package
+    from ._packaging import bump_package, init_package, pack_package, verify_package
     from ._pipeline import Pipeline
     from ._preprocess import Transform
     from ._redact import redact_uri
-    from ._results import Classification, Detection, Result
+    from ._results import Classification, Detection, Keypoint, Mask, Result
     from ._signing import generate_signing_key, key_id, load_private_key, load_public_key, sign_manifest
     from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
     from ._sources import parse_source
@@ -144,6 +151,8 @@ __all__ = [
     "EdgefleetError",
     "Frame",
     "InputBuffer",
+    "Keypoint",
+    "Mask",
     "IntegrityError",
     "JsonlSink",
     "Manifest",
@@ -172,16 +181,20 @@ __all__ = [
     "Transform",
     "VideoSink",
     "__version__",
+    "bump_package",
     "check_archive",
     "generate_signing_key",
+    "init_package",
     "key_id",
     "load_package",
     "load_pipeline_config",
     "load_private_key",
     "load_public_key",
+    "pack_package",
     "parse_source",
     "read_manifest",
     "redact_uri",
     "register_decoder",
     "sign_manifest",
+    "verify_package",
 ]

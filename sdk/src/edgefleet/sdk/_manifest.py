@@ -66,7 +66,11 @@ class InputSpec(_Strict):
     color: Literal["BGR", "RGB"] = "RGB"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    resize: Literal["letterbox", "stretch"] = "letterbox"
+    resize: Literal["letterbox", "stretch", "center_crop"] = Field(
+        "letterbox",
+        description="letterbox: fit inside, aspect kept, padded; stretch: to the input size; center_crop: "
+        "fill the input, aspect kept, the centre cut out (classifiers trained that way)",
+    )
     pad_value: float = Field(0.0, description="Raw pixel value of the letterbox padding")
 
     @field_validator("shape")

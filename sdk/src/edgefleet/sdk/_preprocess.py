@@ -20,7 +20,8 @@ __all__ = ["CpuPreprocessor", "Preprocessor", "Transform", "compute_transform", 
 
 @dataclass(frozen=True, slots=True)
 class Transform:
-    """How a source frame maps into the model input: ``input = source * scale + pad``."""
+    """How a source frame maps into the model input: ``input = source * scale + pad`` (a centre crop has
+    negative pads: the resized frame is larger than the input and its centre is kept)."""
 
     scale_x: float
     scale_y: float
@@ -52,8 +53,9 @@ def compute_transform(src_w: int, src_h: int, spec: InputSpec) -> Transform:
     dst_w, dst_h = spec.width, spec.height
     if spec.resize == "stretch":
         return Transform(dst_w / src_w, dst_h / src_h, 0, 0, src_w, src_h, dst_w, dst_h)
-    r = min(dst_w / src_w, dst_h / src_h)
-    new_w, new_h = round(src_w * r), round(src_h * r)
+    fit = max if spec.resize == "center_crop" else min
+    r = fit(dst_w / src_w, dst_h / src_h)
+    new_w, new_h = max(1, round(src_w * r)), max(1, round(src_h * r))
     return Transform(
         new_w / src_w, new_h / src_h, (dst_w - new_w) // 2, (dst_h - new_h) // 2, src_w, src_h, dst_w, dst_h
     )
@@ -132,10 +134,14 @@ class CpuPreprocessor:
         t = self.transform_for(w, h)
         canvas = self._canvas(t)
         rw, rh = t.resized
-        region = canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw]
-        if (rw, rh) == (w, h):
-            np.copyto(region, image)
+        if t.pad_x < 0 or t.pad_y < 0:  # centre crop: resize whole, keep the middle
+            resized = self._cv2.resize(image, (rw, rh), interpolation=self._cv2.INTER_LINEAR)
+            x0, y0 = max(0, -t.pad_x), max(0, -t.pad_y)
+            np.copyto(canvas, resized[y0 : y0 + t.dst_h, x0 : x0 + t.dst_w])
+        elif (rw, rh) == (w, h):
+            np.copyto(canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw], image)
         else:
+            region = canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw]
             self._cv2.resize(image, (rw, rh), dst=region, interpolation=self._cv2.INTER_LINEAR)
         spec = self.spec
         if spec.dtype == "uint8":

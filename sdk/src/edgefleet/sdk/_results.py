@@ -7,25 +7,70 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Classification", "Detection", "Result"]
+__all__ = ["Classification", "Detection", "Keypoint", "Mask", "Result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """An instance mask in source-frame pixels, in one of two compact forms (the decoder's
+    ``mask_format``):
+
+    - ``polygons``: the mask's outer outlines, each a flat ``(x0, y0, x1, y1, ...)`` tuple;
+    - ``rle``: COCO's uncompressed run-length encoding of the whole frame, column-major: ``counts``
+      alternate runs of 0s and 1s, starting with 0s, over ``size`` (height, width) pixels.
+    """
+
+    polygons: tuple[tuple[float, ...], ...] = ()
+    counts: tuple[int, ...] | None = None
+    size: tuple[int, int] | None = None
+
+    @property
+    def area(self) -> int:
+        """Pixels inside the mask (from the RLE; 0 for polygons, whose area is ``cv2.contourArea``'s)."""
+        return sum(self.counts[1::2]) if self.counts else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.counts is not None and self.size is not None:
+            return {"rle": {"size": list(self.size), "counts": list(self.counts)}}
+        return {"polygons": [[round(v, 1) for v in poly] for poly in self.polygons]}
+
+
+@dataclass(frozen=True, slots=True)
+class Keypoint:
+    """A pose keypoint in source-frame pixels with its visibility score (1.0 when the model has none)."""
+
+    x: float
+    y: float
+    score: float
+
+    def to_list(self) -> list[float]:
+        return [round(self.x, 1), round(self.y, 1), round(self.score, 3)]
 
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class."""
+    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class; a segmentation
+    model adds its ``mask``, a pose model its ``keypoints`` (in the model's keypoint order)."""
 
     box: tuple[float, float, float, float]
     score: float
     class_id: int
     label: str
+    mask: Mask | None = None
+    keypoints: tuple[Keypoint, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "box": [round(v, 2) for v in self.box],
             "score": round(self.score, 4),
             "class_id": self.class_id,
             "label": self.label,
         }
+        if self.mask is not None:
+            out["mask"] = self.mask.to_dict()
+        if self.keypoints:
+            out["keypoints"] = [k.to_list() for k in self.keypoints]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

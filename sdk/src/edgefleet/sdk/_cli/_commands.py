@@ -1,4 +1,4 @@
-"""Commands the SDK contributes: ``run``, ``bench`` and ``models inspect``."""
+"""Commands the SDK contributes: ``run``, ``bench`` and ``models inspect|init|bump|pack|verify|quantize``."""
 
 from __future__ import annotations
 
@@ -95,3 +95,7 @@ def register(cli: Cli) -> None:
         from ._inspect import inspect_command
 
         inspect_command(package, as_json=as_json, load=load)
+
+    from ._models import register_model_commands
+
+    register_model_commands(cli)

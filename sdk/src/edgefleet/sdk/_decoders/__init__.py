@@ -13,6 +13,7 @@ from ._base import (
 )
 from ._classification import ClassificationDecoder, RawDecoder
 from ._detection import NanoDetDecoder, YoloDecoder
+from ._yolo_tasks import YoloPoseDecoder, YoloSegDecoder
 
 __all__ = [
     "DecodeContext",
@@ -25,6 +26,8 @@ __all__ = [
 ]
 
 register_decoder("yolo", YoloDecoder)
+register_decoder("yolo-seg", YoloSegDecoder)
+register_decoder("yolo-pose", YoloPoseDecoder)
 register_decoder("nanodet", NanoDetDecoder)
 register_decoder("classification", ClassificationDecoder)
 register_decoder("raw", RawDecoder)

@@ -28,6 +28,7 @@ __all__ = [
     "InputSpec",
     "Manifest",
     "OutputSpec",
+    "QuantizationSpec",
     "SignatureSpec",
     "canonical_bytes",
     "format_validation_error",
@@ -183,6 +184,42 @@ class GoldenSpec(_Strict):
         return _relative_file(v)
 
 
+class QuantizationSpec(_Strict):
+    """How an INT8 version was made from its FP32 source and how close it stayed (``models quantize``).
+
+    ``recall`` / ``precision``: detections of the source matched by this version's (same class, IoU >=
+    0.5) over the source's, and over this version's, on ``held_out_frames`` frames not used in
+    calibration; ``top1_agreement`` for a classifier (and over the frames FP32 is sure of). ``thresholds``:
+    the minimums it was held to."""
+
+    method: Literal["onnxruntime-static-qdq"] = "onnxruntime-static-qdq"
+    tool: str = Field(description="The quantizer and its version, e.g. onnxruntime 1.32.0")
+    weights: Literal["int8"] = "int8"
+    activations: Literal["uint8", "int8"] = "uint8"
+    calibration_method: str
+    source: str = Field(description="name:version of the FP32 package")
+    source_sha256: str = Field(description="sha256 of the FP32 model file")
+    calibration: str = Field(description="What it was calibrated on (file or folder name)")
+    checked_on: str = Field(description="What the held-out frames came from (file or folder name)")
+    calibration_frames: int = Field(ge=1)
+    held_out_frames: int = Field(ge=1)
+    recall: float | None = Field(None, ge=0, le=1)
+    precision: float | None = Field(None, ge=0, le=1)
+    top1_agreement: float | None = Field(None, ge=0, le=1)
+    top1_agreement_confident: float | None = Field(
+        None, ge=0, le=1, description="top1_agreement over the frames where FP32's best score is >= 0.5"
+    )
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    left_in_float: tuple[str, ...] = Field((), description="Nodes kept in floating point, and why not INT8")
+
+    @field_validator("source_sha256")
+    @classmethod
+    def _check_sha(cls, v: str) -> str:
+        if not _SHA256_RE.match(v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+
 class SignatureSpec(_Strict):
     algorithm: Literal["ed25519"] = "ed25519"
     key_id: str
@@ -215,6 +252,7 @@ class Manifest(_Strict):
     files: dict[str, FileEntry] = Field(min_length=1)
     engines: dict[str, EngineSpec] = Field(default_factory=dict)
     golden: GoldenSpec | None = None
+    quantization: QuantizationSpec | None = None
     signature: SignatureSpec | None = None
 
     @field_validator("name")

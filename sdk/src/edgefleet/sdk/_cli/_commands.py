@@ -68,6 +68,9 @@ def register(cli: Cli) -> None:
         device: Annotated[str, typer.Option(help="cpu or cuda:N")] = "cpu",
         as_json: Annotated[bool, typer.Option("--json", help="JSON only")] = False,
         out: Annotated[Path | None, typer.Option(help="Also write the JSON here")] = None,
+        compare: Annotated[
+            Path | None, typer.Option(help="Another version of the model (e.g. its INT8 one) measured in the same run")
+        ] = None,
     ) -> None:
         """Measure raw backend, naive loop and pipeline throughput side by side (prints JSON)."""
         from .._bench import run_bench
@@ -81,6 +84,7 @@ def register(cli: Cli) -> None:
             device=device,
             as_json=as_json,
             out=out,
+            compare=compare,
         )
 
     models = cli.group("models", "Model packages: inspect locally; push/ls with a controller.")

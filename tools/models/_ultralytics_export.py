@@ -9,8 +9,9 @@ weights stay random): with untouched statistics a randomly initialised network g
 at every anchor, which would test nothing; measured, its scores and boxes differ from anchor to anchor
 and follow the input (still no accuracy: these are not trained detectors).
 
-NAME is one of yolov8n, yolov8n-seg, yolov8n-pose, yolov8n-cls (imgsz 224, as classifiers are trained)
-and yolov8n-dynamic (detect, imgsz 320, dynamic=True). Each export is opened again and its interface
+NAME is one of yolov8n, yolov8n-seg, yolov8n-pose, yolov8n-cls (imgsz 224, as classifiers are trained),
+yolov8n-dynamic (detect, imgsz 320, dynamic=True) and yolov8n-seg-dynamic, yolov8n-pose-dynamic (640,
+dynamic=True: batches for the decode benchmark). Each export is opened again and its interface
 printed; the metadata Ultralytics writes (names, imgsz, stride, task, batch, kpt_shape) must be there.
 """
 
@@ -34,6 +35,8 @@ EXPORTS = {
     "yolov8n-pose": ("yolov8n-pose.yaml", {}),
     "yolov8n-cls": ("yolov8n-cls.yaml", {"imgsz": 224}),
     "yolov8n-dynamic": ("yolov8n.yaml", {"imgsz": 320, "dynamic": True}),
+    "yolov8n-seg-dynamic": ("yolov8n-seg.yaml", {"dynamic": True}),
+    "yolov8n-pose-dynamic": ("yolov8n-pose.yaml", {"dynamic": True}),
 }
 REQUIRED_METADATA = ("names", "imgsz", "stride", "task", "batch")
 

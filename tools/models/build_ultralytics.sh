@@ -9,6 +9,8 @@
 #   OUT_DIR/yolov8n-cls.onnx         classify (1, 1000), softmax applied, imgsz 224
 #   OUT_DIR/yolov8n-dynamic.onnx     detect at imgsz 320 with dynamic=True: (batch, 84, anchors),
 #                                    2100 anchors at run time (the graph declares them symbolic)
+#   OUT_DIR/yolov8n-{seg,pose}-dynamic.onnx  segment and pose at 640 with dynamic=True (any batch:
+#                                    tools/bench/yolo_decode_bench.py decodes batches of 32)
 #
 # Each is what `yolo export format=onnx` writes, unchanged (metadata_props included). The models are
 # built from Ultralytics' architecture YAMLs with random weights (torch.manual_seed(0)) whose BatchNorm
@@ -27,14 +29,14 @@ LOG_TAG=ultralytics
 # to install them itself.
 VENV_REQS=(torch==2.13.0 torchvision==0.28.0 ultralytics==8.4.190 onnx==1.23.2 onnxslim==0.1.98
            onnxruntime==1.32.0 "numpy<3")
-MODELS=(yolov8n yolov8n-seg yolov8n-pose yolov8n-cls yolov8n-dynamic)
+MODELS=(yolov8n yolov8n-seg yolov8n-pose yolov8n-cls yolov8n-dynamic yolov8n-seg-dynamic yolov8n-pose-dynamic)
 
 FORCE=0
 OUT=""
 for a in "$@"; do
     case "$a" in
         --force) FORCE=1 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) OUT="$a" ;;
     esac
 done

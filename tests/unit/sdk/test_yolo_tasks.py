@@ -120,3 +120,21 @@ def test_detection_dict_carries_mask_and_keypoints() -> None:
     rle = Mask(counts=(3, 2, 1), size=(2, 3))
     assert Detection((0, 0, 1, 1), 1.0, 0, "x", rle).to_dict()["mask"] == {"rle": {"size": [2, 3], "counts": [3, 2, 1]}}
     assert rle.area == 2
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_fast_upsampling_takes_the_taps_of_the_whole_image_upsampling(seed: int) -> None:
+    """OpenCV resizing the prototypes under a box (one pixel around it) gives what F.interpolate over the
+    whole image gives there: the taps gathered one by one, and cv2.resize of everything."""
+    import cv2
+
+    from edgefleet.sdk._decoders._masks import _gathered, _upsample
+
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(40, 40)).astype(np.float32)
+    whole = cv2.resize(logits, (160, 160), interpolation=cv2.INTER_LINEAR)
+    c0, r0 = int(rng.integers(0, 150)), int(rng.integers(0, 150))
+    c1, r1 = int(rng.integers(c0 + 1, 161)), int(rng.integers(r0 + 1, 161))
+    fast = _upsample(logits, c0, c1, r0, r1, (160, 160))
+    np.testing.assert_allclose(fast, _gathered(logits, c0, c1, r0, r1, (160, 160)), atol=1e-5)
+    np.testing.assert_allclose(fast, whole[r0:r1, c0:c1], atol=1e-5)

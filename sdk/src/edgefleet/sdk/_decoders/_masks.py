@@ -11,6 +11,7 @@ own area, not the whole input's).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -33,6 +34,40 @@ def _axis(start: int, stop: int, scale: float, size: int) -> tuple[np.ndarray, n
     return lo, hi, src - lo.astype(np.float32)
 
 
+def _upsample(logits: np.ndarray, c0: int, c1: int, r0: int, r1: int, input_hw: tuple[int, int]) -> np.ndarray:
+    """The bilinear upsampling of ``logits`` (mh, mw) to the input size, only at input pixels
+    ``r0 .. r1`` x ``c0 .. c1``. When the input is a whole multiple k of the prototypes (Ultralytics: 640
+    over 160), OpenCV resizes the prototypes under the box (with one prototype pixel around it, so every
+    tap is the one the whole-image upsampling takes) by k: the same half-pixel taps, in SIMD; otherwise
+    the taps are gathered here."""
+    import cv2
+
+    mh, mw = logits.shape
+    ih, iw = input_hw
+    ky, kx = ih // mh, iw // mw
+    if ky * mh == ih and kx * mw == iw and ky == kx:
+        p0, p1 = max(0, c0 // kx - 1), min(mw, -(-c1 // kx) + 1)
+        q0, q1 = max(0, r0 // ky - 1), min(mh, -(-r1 // ky) + 1)
+        patch = np.ascontiguousarray(logits[q0:q1, p0:p1])
+        up = cv2.resize(patch, ((p1 - p0) * kx, (q1 - q0) * ky), interpolation=cv2.INTER_LINEAR)
+        # at the prototypes' own borders OpenCV clamps its taps as F.interpolate does; inside, the
+        # prototype pixel around the box supplies the taps the whole-image upsampling reads
+        out: np.ndarray = up[r0 - q0 * ky : r1 - q0 * ky, c0 - p0 * kx : c1 - p0 * kx]
+        return out
+    return _gathered(logits, c0, c1, r0, r1, input_hw)
+
+
+def _gathered(logits: np.ndarray, c0: int, c1: int, r0: int, r1: int, input_hw: tuple[int, int]) -> np.ndarray:
+    """:func:`_upsample` for any size ratio: each output pixel's taps gathered, rows then columns."""
+    mh, mw = logits.shape
+    ih, iw = input_hw
+    ylo, yhi, wy = _axis(r0, r1, mh / ih, mh)
+    xlo, xhi, wx = _axis(c0, c1, mw / iw, mw)
+    rows = logits[ylo] * (1 - wy)[:, None] + logits[yhi] * wy[:, None]  # (h, mw)
+    region: np.ndarray = rows[:, xlo] * (1 - wx)[None, :] + rows[:, xhi] * wx[None, :]  # (h, w)
+    return region
+
+
 def box_masks(
     protos: np.ndarray, coefficients: np.ndarray, boxes: np.ndarray, input_hw: tuple[int, int]
 ) -> list[tuple[int, int, np.ndarray]]:
@@ -50,12 +85,7 @@ def box_masks(
         if c1 <= c0 or r1 <= r0:
             out.append((c0, r0, np.zeros((0, 0), bool)))
             continue
-        ylo, yhi, wy = _axis(r0, r1, mh / ih, mh)
-        xlo, xhi, wx = _axis(c0, c1, mw / iw, mw)
-        lg = logits[i]
-        rows = lg[ylo] * (1 - wy)[:, None] + lg[yhi] * wy[:, None]  # (h, mw)
-        region = rows[:, xlo] * (1 - wx)[None, :] + rows[:, xhi] * wx[None, :]  # (h, w)
-        out.append((c0, r0, region > 0))
+        out.append((c0, r0, _upsample(logits[i], c0, c1, r0, r1, input_hw) > 0))
     return out
 
 
@@ -68,13 +98,14 @@ def mask_polygons(x0: int, y0: int, mask: np.ndarray, t: Transform) -> tuple[tup
     if not mask.any():
         return ()
     contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-    polys = []
-    for c in contours:
-        pts = c.reshape(-1, 2).astype(np.float32)
-        pts[:, 0] = np.clip((pts[:, 0] + x0 - t.pad_x) / t.scale_x, 0, t.src_w)
-        pts[:, 1] = np.clip((pts[:, 1] + y0 - t.pad_y) / t.scale_y, 0, t.src_h)
-        polys.append(tuple(round(v, 1) for v in pts.ravel().tolist()))
-    return tuple(polys)
+    if not contours:
+        return ()
+    pts = np.concatenate([c.reshape(-1, 2) for c in contours]).astype(np.float32)
+    pts[:, 0] = np.clip((pts[:, 0] + x0 - t.pad_x) / t.scale_x, 0, t.src_w)
+    pts[:, 1] = np.clip((pts[:, 1] + y0 - t.pad_y) / t.scale_y, 0, t.src_h)
+    flat = np.round(pts, 1).ravel().tolist()
+    bounds = np.cumsum([0, *(2 * len(c) for c in contours)]).tolist()
+    return tuple(tuple(flat[a:b]) for a, b in itertools.pairwise(bounds))
 
 
 def mask_rle(x0: int, y0: int, mask: np.ndarray, t: Transform) -> Mask:

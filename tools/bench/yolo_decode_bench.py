@@ -1,0 +1,129 @@
+"""Decode cost of the Ultralytics segment and pose decoders per frame, at batches of 32 (prints one JSON
+document).
+
+    python tools/bench/yolo_decode_bench.py [--exports .cache/models/ultralytics] [--clip models/media/vtest-300.mp4]
+        [--batch 32] [--repeats 10] [--device cpu|cuda:N] [--out FILE]
+
+Packages ``yolov8n-seg-dynamic`` and ``yolov8n-pose-dynamic`` (tools/models/build_ultralytics.sh) with
+``edgefleet models init``, runs each once over the clip's first ``--batch`` frames and times the
+package's decoder on those outputs (the post-processing thread's own work; the inference is not in the
+figure). The exports have random weights, whose scores are far below Ultralytics' 0.25, so each decoder
+is timed at thresholds that leave a realistic few and a crowd of detections per frame (the counts are in
+the JSON). On ``cuda:N`` the outputs are what the GPU path hands the decoder: the candidates filtered on
+the device (only anchors above the threshold, with their mask coefficients or keypoints) and, for
+segmentation, the prototypes whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import ROOT, emit, load, machine
+
+# (export, decoder parameters, thresholds): a few and many detections per frame on the clip
+CASES = [
+    ("yolov8n-seg-dynamic", {"mask_format": "polygon"}, (0.004, 0.001)),
+    ("yolov8n-seg-dynamic", {"mask_format": "rle"}, (0.004, 0.001)),
+    ("yolov8n-pose-dynamic", {}, (0.03, 0.01)),
+]
+
+
+def _frames(clip: Path, n: int) -> list[np.ndarray]:
+    import cv2
+
+    cap = cv2.VideoCapture(str(clip))
+    frames = []
+    while len(frames) < n:
+        ok, img = cap.read()
+        if not ok:
+            raise SystemExit(f"error: {clip} has fewer than {n} frames")
+        frames.append(img)
+    return frames
+
+
+def _case(pkg: Any, params: dict[str, Any], threshold: float, frames: list[np.ndarray], args: Any) -> dict[str, Any]:
+    from edgefleet.sdk._model import load_model
+
+    model = load_model(pkg, device=args.device, max_batch=len(frames), overrides={"score_threshold": threshold})
+    try:
+        if params:
+            model.decoder.p = model.decoder.p.model_copy(update=params)  # type: ignore[attr-defined]
+        buf = model.acquire_buffer(1.0)
+        assert buf is not None
+        transforms = [model.preprocess(f, buf, i) for i, f in enumerate(frames)]
+        model.preprocess.finish(buf, len(frames))
+        t0 = time.perf_counter()
+        outputs = dict(model.backend.infer(buf, len(frames)))
+        infer_ms = (time.perf_counter() - t0) * 1e3
+        decoded = model.decoder.decode(outputs, transforms)
+        best = float("inf")
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            model.decoder.decode(outputs, transforms)
+            best = min(best, time.perf_counter() - t0)
+        forms = sorted({type(v).__name__ for v in outputs.values()})
+    finally:
+        model.close()
+    n = len(frames)
+    dets = sum(len(d.detections) for d in decoded)
+    return {
+        "package": pkg.name,
+        "params": params,
+        "score_threshold": threshold,
+        "detections_per_frame": round(dets / n, 1),
+        "decode_ms_per_batch": round(best * 1e3, 2),
+        "decode_ms_per_frame": round(best * 1e3 / n, 3),
+        "infer_ms_per_batch_one_run": round(infer_ms, 1),
+        "outputs_as": forms,
+    }
+
+
+def main(argv: list[str]) -> None:
+    from edgefleet.sdk import load_package
+    from edgefleet.sdk._packaging import init_package
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exports", type=Path, default=ROOT / ".cache/models/ultralytics")
+    ap.add_argument("--clip", type=Path, default=ROOT / "models/media/vtest-300.mp4")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    frames = _frames(args.clip, args.batch)
+    start = load()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for export, params, thresholds in CASES:
+            model_file = args.exports / f"{export}.onnx"
+            if not model_file.exists():
+                raise SystemExit(f"error: {model_file} missing: tools/models/build.sh ultralytics")
+            root = Path(tmp) / export
+            if not root.exists():
+                init_package(model_file, root)
+            pkg = load_package(root)
+            for t in thresholds:
+                results.append(_case(pkg, params, t, frames, args))
+    doc = {
+        "command": "python tools/bench/yolo_decode_bench.py " + " ".join(argv),
+        "machine": machine(),
+        "load_at_start": start,
+        "numpy": np.__version__,
+        "device": args.device,
+        "batch": args.batch,
+        "timing": f"best of {args.repeats} decodes of the same outputs",
+        "results": results,
+    }
+    emit(doc, args.out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

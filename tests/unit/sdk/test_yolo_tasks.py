@@ -138,3 +138,49 @@ def test_the_fast_upsampling_takes_the_taps_of_the_whole_image_upsampling(seed: 
     fast = _upsample(logits, c0, c1, r0, r1, (160, 160))
     np.testing.assert_allclose(fast, _gathered(logits, c0, c1, r0, r1, (160, 160)), atol=1e-5)
     np.testing.assert_allclose(fast, whole[r0:r1, c0:c1], atol=1e-5)
+
+
+def test_segmentation_masks_of_a_known_head_in_source_pixels(tmp_path: Path) -> None:
+    from edgefleet.sdk import Pipeline
+    from tests.support.onnx_models import yolo_seg_package
+
+    pkg = yolo_seg_package(tmp_path / "seg")
+    with Pipeline(pkg, ["synthetic:?frames=1&width=64&height=64&live=false"]) as p:
+        (r,) = list(p.results())
+    a, b = r.detections
+    assert (a.label, b.label) == ("a", "b")
+    ma, mb = _decode_rle(a.mask), _decode_rle(b.mask)
+    want = np.zeros((64, 64), bool)
+    want[12:52, 8:32] = True  # the box's left half (the first prototype is negative right of x = 32)
+    np.testing.assert_array_equal(ma, want)
+    want = np.zeros((64, 64), bool)
+    want[24:40, 36:52] = True
+    np.testing.assert_array_equal(mb, want)
+
+
+def test_segmentation_masks_follow_the_letterbox(tmp_path: Path) -> None:
+    """A 128x64 frame is letterboxed to 64x32 (+16 rows of padding at the top): the mask maps back x2."""
+    from edgefleet.sdk import Pipeline
+    from tests.support.onnx_models import yolo_seg_package
+
+    pkg = yolo_seg_package(tmp_path / "seg")
+    with Pipeline(pkg, ["synthetic:?frames=1&width=128&height=64&live=false"]) as p:
+        (r,) = list(p.results())
+    ma = _decode_rle(r.detections[0].mask)
+    assert ma.shape == (64, 128)
+    ys, xs = np.nonzero(ma)
+    # input rows 16..47 are the frame (rows 12..51 of the box clip to them), columns 8..31
+    assert (xs.min(), xs.max(), ys.min(), ys.max()) == (16, 63, 0, 63)
+
+
+def test_pose_keypoints_of_a_known_head_in_source_pixels(tmp_path: Path) -> None:
+    from edgefleet.sdk import Pipeline
+    from tests.support.onnx_models import yolo_pose_package
+
+    pkg = yolo_pose_package(tmp_path / "pose")
+    with Pipeline(pkg, ["synthetic:?frames=1&width=128&height=128&live=false"]) as p:
+        (r,) = list(p.results())
+    a, b = r.detections  # letterbox x2: source = input * 2
+    assert [(k.x, k.y) for k in a.keypoints] == [(2 * (10 + 2 * k), 2 * (5 + k)) for k in range(17)]
+    np.testing.assert_allclose([k.score for k in a.keypoints], [k / 16 for k in range(17)], rtol=1e-6)
+    assert all((k.x, k.y) == (120, 120) for k in b.keypoints)

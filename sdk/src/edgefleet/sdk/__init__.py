@@ -79,6 +79,8 @@ _EXPORTS: dict[str, str] = {
     "pack_package": "._packaging",
     "bump_package": "._packaging",
     "verify_package": "._packaging",
+    "quantize_package": "._packaging",
+    "QuantizationError": "._errors",
     "parse_source": "._sources",
     "read_manifest": "._manifest",
     "redact_uri": "._redact",
@@ -110,6 +112,7 @@ if TYPE_CHECKING:
         ModelMismatchError,
         ModelPackageError,
         PipelineError,
+        QuantizationError,
         SignatureError,
         SinkError,
         SourceError,
@@ -118,7 +121,7 @@ if TYPE_CHECKING:
     from ._manifest import Manifest, read_manifest
     from ._metrics import PipelineStats, StageStats, StreamStats
     from ._package import ModelPackage, load_package
-    from ._packaging import bump_package, init_package, pack_package, verify_package
+    from ._packaging import bump_package, init_package, pack_package, quantize_package, verify_package
     from ._pipeline import Pipeline
     from ._preprocess import Transform
     from ._redact import redact_uri
@@ -165,6 +168,7 @@ __all__ = [
     "PipelineConfig",
     "PipelineError",
     "PipelineStats",
+    "QuantizationError",
     "Result",
     "SignatureError",
     "Sink",
@@ -192,6 +196,7 @@ __all__ = [
     "load_public_key",
     "pack_package",
     "parse_source",
+    "quantize_package",
     "read_manifest",
     "redact_uri",
     "register_decoder",

@@ -3,7 +3,9 @@ own tools write, edited in place where a user may have added comments."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,14 @@ import yaml
 from .._errors import ManifestError
 from .._package import file_sha256
 
-__all__ = ["dump_manifest", "file_table", "replace_top_level"]
+__all__ = ["dump_manifest", "file_table", "replace_folder", "replace_top_level"]
+
+
+def replace_folder(stage: Path, out: Path) -> None:
+    """Put the finished folder ``stage`` (beside ``out``) in the place of ``out``, whatever was there."""
+    if out.exists():
+        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
+    os.replace(stage, out)
 
 
 def file_table(root: Path, names: list[str] | None = None) -> dict[str, dict[str, Any]]:

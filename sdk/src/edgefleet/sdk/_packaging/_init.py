@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -14,7 +13,8 @@ from .._errors import BackendUnavailableError, EdgefleetError, ModelPackageError
 from .._names import NAME_RE
 from .._onnx_check import read_model_interface
 from .._package import ModelPackage, load_package
-from ._files import dump_manifest, file_table
+from .._package import read_labels as _read_label_file
+from ._files import dump_manifest, file_table, replace_folder
 from ._guess import Note, guess_manifest
 
 __all__ = ["InitReport", "init_package", "read_labels"]
@@ -33,14 +33,8 @@ class InitReport:
 
 
 def read_labels(path: Path) -> list[str]:
-    """One label per line (blank lines skipped), UTF-8."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ModelPackageError(f"{path}: labels must be UTF-8 text, one per line") from None
-    except OSError as exc:
-        raise ModelPackageError(f"{path}: cannot read the labels: {exc.strerror}") from None
-    labels = [line.strip() for line in text.splitlines() if line.strip()]
+    """``--labels``: one label per line (blank lines skipped), UTF-8; at least one."""
+    labels = list(_read_label_file(path))
     if not labels:
         raise ModelPackageError(f"{path}: no labels in it (one per line)")
     return labels
@@ -123,11 +117,9 @@ def init_package(
         manifest.write_text(dump_manifest(draft.fields, _header(draft.notes)), encoding="utf-8")
         loaded, problem = _resolve(stage, draft.fields, draft.notes) if load else (False, None)
         manifest.write_text(dump_manifest(draft.fields, _header(draft.notes)), encoding="utf-8")
-        pkg = load_package(stage)  # the schema and every hash, as anyone loading it will check them
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(stage, out)
+        load_package(stage)  # the schema and every hash, as anyone loading it will check them
+        replace_folder(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    return InitReport(out, load_package(out), draft.notes, problem, loaded and pkg is not None)
+    return InitReport(out, load_package(out), draft.notes, problem, loaded)

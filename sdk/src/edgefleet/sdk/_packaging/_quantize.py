@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import shutil
 import tempfile
 import time
@@ -34,7 +33,7 @@ from .._errors import QuantizationError, SourceError
 from .._package import ModelPackage, file_sha256, load_package
 from ._accuracy import Agreement, detection_agreement, top1_agreement
 from ._edit import next_version
-from ._files import dump_manifest, file_table
+from ._files import dump_manifest, file_table, replace_folder
 
 __all__ = ["QuantizeReport", "quantize_package"]
 
@@ -331,9 +330,7 @@ def quantize_package(
             dump_manifest(fields, f"Written by `edgefleet models quantize` from {pkg.ref}."), encoding="utf-8"
         )
         load_package(stage)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(stage, out)
+        replace_folder(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

@@ -377,3 +377,35 @@ def test_pipeline_results_from_a_seg_package(packages: dict[str, Path], clip: Pa
     assert len(results) == 2
     dets = [d for r in results for d in r.detections]
     assert dets and all(d.mask is not None and d.mask.polygons for d in dets)
+
+
+def test_an_ultralytics_head_keeps_its_post_processing_in_float_when_quantized(
+    packages: dict[str, Path], clip: Path, tmp_path: Path
+) -> None:
+    """output0 concatenates boxes (0..640 pixels) with scores (0..1): quantized as one INT8 tensor its
+    scale is 2.5 per level and every score is 0 (the INT8 model found nothing before). The tail after the
+    last convolution stays in float. Random weights make the scores too close together for the figures
+    to mean anything, so the minimums are off here: the INT8 version must find detections at all."""
+    import shutil
+
+    import yaml
+
+    pkg = tmp_path / "yolov8n"
+    shutil.copytree(packages["yolov8n"], pkg)
+    data = yaml.safe_load((pkg / "manifest.yaml").read_text())
+    data["decoder"]["score_threshold"] = 0.002
+    (pkg / "manifest.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "int8"
+    args = ["--frames", "40", "--held-out", "20", "--out", str(out), "--min-recall", "0", "--min-precision", "0"]
+    res = subprocess.run(
+        [EDGEFLEET, "models", "quantize", str(pkg), "--calibrate", str(clip), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    q = load_package(out).manifest.quantization
+    assert q is not None and q.precision is not None  # the INT8 version finds detections
+    assert any(n.endswith("Concat after the last weighted layer") for n in q.left_in_float)
+    assert any("Sigmoid after the last weighted layer" in n for n in q.left_in_float)

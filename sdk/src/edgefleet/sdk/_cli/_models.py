@@ -186,5 +186,12 @@ def register_model_commands(cli: Cli) -> None:
             )
         print(f"wrote {r.root} ({r.package.ref}): {figures}")
         print(f"one thread, this machine: FP32 {r.fp32_ms:.1f} ms, INT8 {r.int8_ms:.1f} ms per frame")
+        tail = [
+            n.split(": ", 1)[1].split(" ")[0] for n in r.left_in_float if n.endswith("after the last weighted layer")
+        ]
         for node in r.left_in_float:
-            print(f"kept in floating point: {node}")
+            if not node.endswith("after the last weighted layer"):
+                print(f"kept in floating point: {node}")
+        if tail:
+            kinds = ", ".join(sorted(set(tail)))
+            print(f"kept in floating point: {len(tail)} nodes after the last weighted layer ({kinds})")

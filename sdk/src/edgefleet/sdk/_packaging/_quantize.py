@@ -82,8 +82,32 @@ def _count_frames(path: Path, limit: int) -> int:
     return sum(1 for _ in _frames(path, 0, limit))
 
 
+_WEIGHTED = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+
+
+def _tail(model: Any) -> list[str]:
+    """The nodes after the last weighted layer on the way to each output: the head's own arithmetic
+    (sigmoid, box decoding, the concatenation of boxes and scores into one tensor). Walked back from the
+    graph's outputs, stopping at a convolution or matrix product."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    seen: set[str] = set()
+    order: list[str] = []
+    todo = [o.name for o in model.graph.output]
+    while todo:
+        node = producer.get(todo.pop())
+        if node is None or node.name in seen or node.op_type in _WEIGHTED:
+            continue
+        seen.add(node.name)
+        order.append(node.name)
+        todo.extend(node.input)
+    return order
+
+
 def _excluded_nodes(model: Any) -> list[tuple[str, str]]:
-    """(node, why) for nodes that must stay in floating point."""
+    """(node, why) for nodes that must stay in floating point: a ``Pad`` whose constant is not finite,
+    and the post-processing tail (:func:`_tail`), whose one output tensor may hold values of very different
+    ranges (an Ultralytics head concatenates boxes in pixels, 0..640, with scores, 0..1: one INT8 scale
+    for both is 2.5 per level, and every score becomes 0)."""
     from onnx import numpy_helper
 
     consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -93,6 +117,9 @@ def _excluded_nodes(model: Any) -> list[tuple[str, str]]:
             value = np.asarray(consts[node.input[2]], np.float64)
             if value.size and not np.isfinite(value).all():
                 out.append((node.name, f"a Pad whose constant is {value.ravel()[0]}"))
+    kinds = {n.name: n.op_type for n in model.graph.node}
+    done = {name for name, _ in out}
+    out += [(name, f"{kinds[name]} after the last weighted layer") for name in _tail(model) if name not in done]
     return out
 
 

@@ -9,9 +9,10 @@ Packages ``yolov8n-seg-dynamic`` and ``yolov8n-pose-dynamic`` (tools/models/buil
 package's decoder on those outputs (the post-processing thread's own work; the inference is not in the
 figure). The exports have random weights, whose scores are far below Ultralytics' 0.25, so each decoder
 is timed at thresholds that leave a realistic few and a crowd of detections per frame (the counts are in
-the JSON). On ``cuda:N`` the outputs are what the GPU path hands the decoder: the candidates filtered on
-the device (only anchors above the threshold, with their mask coefficients or keypoints) and, for
-segmentation, the prototypes whole.
+the JSON). Their masks are speckled (``outlines_per_mask``: a trained model's mask has one to a few), so
+the polygon figures are a worst case for the outlining. On ``cuda:N`` the outputs are what the GPU path
+hands the decoder: the candidates filtered on the device (only anchors above the threshold, with their
+mask coefficients or keypoints) and, for segmentation, the prototypes whole.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def _case(pkg: Any, params: dict[str, Any], threshold: float, frames: list[np.nd
         model.close()
     n = len(frames)
     dets = sum(len(d.detections) for d in decoded)
+    outlines = [len(x.mask.polygons) for d in decoded for x in d.detections if x.mask is not None and x.mask.polygons]
     return {
         "package": pkg.name,
         "params": params,
@@ -83,6 +85,7 @@ def _case(pkg: Any, params: dict[str, Any], threshold: float, frames: list[np.nd
         "decode_ms_per_frame": round(best * 1e3 / n, 3),
         "infer_ms_per_batch_one_run": round(infer_ms, 1),
         "outputs_as": forms,
+        "outlines_per_mask": round(float(np.mean(outlines)), 1) if outlines else None,
     }
 
 

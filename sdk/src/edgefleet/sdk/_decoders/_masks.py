@@ -125,12 +125,14 @@ def mask_rle(x0: int, y0: int, mask: np.ndarray, t: Transform) -> Mask:
         return Mask(counts=(h * w,), size=(h, w))
     cols = np.floor((np.arange(sx0, sx1) + 0.5) * t.scale_x + t.pad_x).astype(np.int64) - x0
     rows = np.floor((np.arange(sy0, sy1) + 0.5) * t.scale_y + t.pad_y).astype(np.int64) - y0
-    inside_c, inside_r = (cols >= 0) & (cols < mw), (rows >= 0) & (rows < mh)
-    patch = np.zeros((sy1 - sy0, sx1 - sx0), bool)
-    patch[np.ix_(inside_r, inside_c)] = mask[np.ix_(rows[inside_r], cols[inside_c])]
+    # the source columns and rows whose centres fall inside the mask (both runs are contiguous)
+    ci, ri = np.flatnonzero((cols >= 0) & (cols < mw)), np.flatnonzero((rows >= 0) & (rows < mh))
+    if ci.size == 0 or ri.size == 0:
+        return Mask(counts=(h * w,), size=(h, w))
     # column-major over the frame: the columns sx0 .. sx1, each full height, then everything else is 0
     strip = np.zeros((sx1 - sx0, h), np.uint8)
-    strip[:, sy0:sy1] = patch.T
+    picked = mask.T.take(cols[ci], axis=0).take(rows[ri], axis=1)  # (source columns, source rows)
+    strip[ci[0] : ci[-1] + 1, sy0 + ri[0] : sy0 + ri[-1] + 1] = picked
     flat = strip.ravel()
     change = np.flatnonzero(np.diff(flat)) + 1  # where a run ends
     edges = np.concatenate(([0], change, [flat.size])) + sx0 * h
@@ -142,4 +144,4 @@ def mask_rle(x0: int, y0: int, mask: np.ndarray, t: Transform) -> Mask:
         counts[-1] += tail
     elif tail:
         counts.append(tail)
-    return Mask(counts=tuple(int(c) for c in counts), size=(h, w))
+    return Mask(counts=tuple(counts), size=(h, w))

@@ -89,6 +89,35 @@ def _case(pkg: Any, params: dict[str, Any], threshold: float, frames: list[np.nd
     }
 
 
+def _solid_mask(frame: np.ndarray, repeats: int) -> dict[str, Any]:
+    """The outlining and run-length coding of one mask shaped like a trained model's (a solid ellipse
+    of 300 x 220 input pixels, one outline), mapped to the clip's frames: what a real mask costs beside the
+    speckled ones of the random weights."""
+    import cv2
+
+    from edgefleet.sdk._decoders._masks import mask_polygons, mask_rle
+    from edgefleet.sdk._preprocess import Transform
+
+    h, w = frame.shape[:2]
+    r = min(640 / w, 640 / h)
+    t = Transform(
+        round(w * r) / w, round(h * r) / h, (640 - round(w * r)) // 2, (640 - round(h * r)) // 2, w, h, 640, 640
+    )
+    mask = np.zeros((220, 300), np.uint8)
+    cv2.ellipse(mask, (150, 110), (145, 105), 0, 0, 360, 1, -1)
+    solid = mask.astype(bool)
+    out: dict[str, Any] = {"size": [300, 220]}
+    for name, fn in (("polygon", mask_polygons), ("rle", mask_rle)):
+        fn(100, 200, solid, t)
+        best = float("inf")
+        for _ in range(max(20, repeats)):
+            t0 = time.perf_counter()
+            fn(100, 200, solid, t)
+            best = min(best, time.perf_counter() - t0)
+        out[name] = round(best * 1e3, 3)
+    return out
+
+
 def main(argv: list[str]) -> None:
     from edgefleet.sdk import load_package
     from edgefleet.sdk._packaging import init_package
@@ -117,6 +146,7 @@ def main(argv: list[str]) -> None:
                 results.append(_case(pkg, params, t, frames, args))
     doc = {
         "command": "python tools/bench/yolo_decode_bench.py " + " ".join(argv),
+        "one_solid_mask_ms": _solid_mask(frames[0], args.repeats),
         "machine": machine(),
         "load_at_start": start,
         "numpy": np.__version__,

@@ -20,7 +20,7 @@ $(STAMP): constraints.txt $(MEMBERS)
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt setuptools wheel
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation $(EDITABLE) \
 		-e './sdk[cpu]' -e ./proto -e ./edge -e './cloud[postgres]' \
-		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx
+		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx motmetrics
 	@touch $(STAMP)
 
 demo: $(STAMP)

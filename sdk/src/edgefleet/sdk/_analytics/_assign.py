@@ -1,0 +1,113 @@
+"""Matching boxes to tracks for many streams and classes at once.
+
+Tracks and detections carry a group number (one per stream and class): only pairs within one group are ever
+compared, so one call handles every stream of a batch. Pairs whose cost passes the threshold form a sparse
+bipartite graph; an edge that is the only one of both its track and its detection is a match as it stands
+(every optimal assignment takes it), and only the groups left with competing edges go to the solver
+(``scipy.optimize.linear_sum_assignment``), each on its own small dense matrix. That gives the same
+matches as one thresholded assignment over each group's whole matrix, at the cost of a few numpy calls
+when (as on most frames) nothing competes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["group_pairs", "iou_pairs", "match", "solver"]
+
+_INVALID = 1e6  # cost of a pair over the threshold inside a group's dense matrix
+
+
+def solver() -> Callable[[np.ndarray], Any]:
+    """``scipy.optimize.linear_sum_assignment``; ImportError naming the extra when scipy is missing."""
+    try:
+        from scipy.optimize import linear_sum_assignment
+    except ImportError as exc:
+        raise ImportError("tracking needs scipy: pip install 'edgefleet-sdk[analytics]'") from exc
+    return linear_sum_assignment  # type: ignore[no-any-return]
+
+
+def group_pairs(track_groups: np.ndarray, det_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (track, detection) index pair whose group numbers are equal, as two index arrays."""
+    if len(track_groups) == 0 or len(det_groups) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    d_order = np.argsort(det_groups, kind="stable")
+    d_sorted = det_groups[d_order]
+    lo = np.searchsorted(d_sorted, track_groups, side="left")
+    hi = np.searchsorted(d_sorted, track_groups, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    ti = np.repeat(np.arange(len(track_groups)), counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    offset = np.arange(total) - starts
+    di = d_order[np.repeat(lo, counts) + offset]
+    return ti, di
+
+
+def iou_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of a[i] with b[i] for (N, 4) x1, y1, x2, y2 boxes."""
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    inter = np.clip(iw, 0.0, None) * np.clip(ih, 0.0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a + area_b - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def match(
+    track_boxes: np.ndarray,
+    track_groups: np.ndarray,
+    det_boxes: np.ndarray,
+    det_groups: np.ndarray,
+    max_cost: float,
+    det_scores: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Match tracks to detections within groups, minimising the total cost ``1 - IoU`` (``1 - IoU·score``
+    with ``det_scores``: ByteTrack's score fusion) over pairs costing at most ``max_cost``.
+
+    Returns (track indices, detection indices) of the matches, each index at most once.
+    """
+    ti, di = group_pairs(track_groups, det_groups)
+    if len(ti) > 64:  # most pairs of a crowded group do not touch: drop them on one coordinate first
+        near = (track_boxes[ti, 0] < det_boxes[di, 2]) & (det_boxes[di, 0] < track_boxes[ti, 2])
+        ti, di = ti[near], di[near]
+    if len(ti) == 0:
+        return ti, di
+    sim = iou_pairs(track_boxes[ti], det_boxes[di])
+    if det_scores is not None:
+        sim = sim * det_scores[di]
+    cost = 1.0 - sim
+    keep = cost <= max_cost
+    ti, di, cost = ti[keep], di[keep], cost[keep]
+    if len(ti) == 0:
+        return ti, di
+    t_deg = np.bincount(ti, minlength=len(track_groups))
+    d_deg = np.bincount(di, minlength=len(det_groups))
+    alone = (t_deg[ti] == 1) & (d_deg[di] == 1)
+    out_t = [ti[alone]]
+    out_d = [di[alone]]
+    rest = ~alone
+    if rest.any():
+        rt, rd, rc = ti[rest], di[rest], cost[rest]
+        groups = track_groups[rt]
+        linear_sum_assignment = solver()
+        for g in np.unique(groups):
+            sel = groups == g
+            gt, gd, gc = rt[sel], rd[sel], rc[sel]
+            rows, r_inv = np.unique(gt, return_inverse=True)
+            cols, c_inv = np.unique(gd, return_inverse=True)
+            dense = np.full((len(rows), len(cols)), _INVALID)
+            dense[r_inv, c_inv] = gc
+            r, c = linear_sum_assignment(dense)
+            ok = dense[r, c] <= max_cost
+            out_t.append(rows[r[ok]])
+            out_d.append(cols[c[ok]])
+    return np.concatenate(out_t), np.concatenate(out_d)

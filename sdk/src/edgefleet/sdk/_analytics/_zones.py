@@ -1,0 +1,299 @@
+"""Zones and lines over tracked objects: who is inside, for how long, who crossed which way; counts.
+
+State is kept per stream and per region (zone or line), keyed by track id. An object's position is an
+anchor point of its box (the bottom centre by default: where a person stands). Geometry is vectorised
+(``_geometry``); the per-object bookkeeping is a dictionary lookup for each tracked object.
+
+Zones: an object enters after ``min_frames`` consecutive frames inside and leaves after ``min_frames``
+outside (or when its track ends while inside); a ``dwell`` event fires once per visit when it has been
+inside for ``dwell_s``. Lines: an object's side is the sign of its distance from the line, ignored within
+``margin_px`` of it (so an object standing on the line does not count again and again); a crossing is a
+change of side whose path meets the line between its two end points. ``in`` is a crossing to the
+right-hand side of the line as drawn from its first point to its second (on the image, y down: for a line
+drawn left to right, moving down the picture).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._results import AnalyticsEvent, RegionCounts
+from ._geometry import anchors, crossing_inside_segment, inside_polygon, signed_distance
+
+__all__ = ["Ended", "RegionEngine", "RegionSpec", "Tracked"]
+
+
+@dataclass(frozen=True)
+class RegionSpec:
+    """A zone (3+ points) or a line (2 points) as the engine uses it."""
+
+    name: str
+    kind: str  # "zone" | "line"
+    points: tuple[tuple[float, float], ...]
+    normalized: bool = False
+    streams: frozenset[str] | None = None
+    classes: frozenset[str] | None = None
+    anchor: str = "bottom_center"
+    dwell_s: float | None = None
+    min_frames: int = 1
+    margin_px: float = 2.0
+
+
+@dataclass
+class Tracked:
+    """One frame's tracked objects (confirmed tracks only) as arrays and lists."""
+
+    ids: np.ndarray
+    labels: list[str]
+    class_ids: list[int]
+    boxes: np.ndarray  # (N, 4)
+
+
+@dataclass(frozen=True)
+class Ended:
+    track_id: int
+    label: str
+    class_id: int
+    box: tuple[float, float, float, float]
+    last_seen: float
+
+
+@dataclass
+class _Visit:
+    since: float
+    label: str
+    dwelt: bool = False
+    outside: int = 0  # consecutive frames seen outside
+
+
+@dataclass
+class _Counts:
+    window_s: float
+    total_in: Counter[str] = field(default_factory=Counter)
+    total_out: Counter[str] = field(default_factory=Counter)
+    recent: deque[tuple[float, str, bool]] = field(default_factory=deque)  # (time, label, is_in)
+
+    def add(self, t: float, label: str, is_in: bool) -> None:
+        (self.total_in if is_in else self.total_out)[label] += 1
+        self.recent.append((t, label, is_in))
+
+    def expire(self, t: float) -> bool:
+        changed = False
+        while self.recent and self.recent[0][0] < t - self.window_s:
+            self.recent.popleft()
+            changed = True
+        return changed
+
+    def window(self) -> tuple[dict[str, int], dict[str, int]]:
+        w_in: Counter[str] = Counter()
+        w_out: Counter[str] = Counter()
+        for _, label, is_in in self.recent:
+            (w_in if is_in else w_out)[label] += 1
+        return dict(w_in), dict(w_out)
+
+
+class _Region:
+    """One region on one stream."""
+
+    def __init__(self, spec: RegionSpec, width: int, height: int, window_s: float) -> None:
+        self.spec = spec
+        pts = np.array(spec.points, np.float64)
+        if spec.normalized:
+            pts = pts * np.array([width, height], np.float64)
+        self.size = (width, height)
+        self.pts = pts
+        self.counts = _Counts(window_s)
+        self.members: dict[int, _Visit] = {}
+        self.pending: dict[int, int] = {}  # zones: consecutive frames inside before entering
+        self.sides: dict[int, tuple[int, float, float]] = {}  # lines: side and where it was last firmly
+        self.snapshot: RegionCounts | None = None
+
+    def selected(self, objs: Tracked) -> np.ndarray:
+        if self.spec.classes is None:
+            return np.arange(len(objs.ids))
+        return np.array([i for i, lb in enumerate(objs.labels) if lb in self.spec.classes], np.int64)
+
+    def update(self, objs: Tracked, ended: Sequence[Ended], t: float, out: list[AnalyticsEvent]) -> bool:
+        """Advance by one frame; append events to ``out``; True when the counts changed."""
+        changed = self.counts.expire(t)
+        sel = self.selected(objs)
+        if self.spec.kind == "zone":
+            changed |= self._zone(objs, sel, t, out)
+        else:
+            changed |= self._line(objs, sel, t, out)
+        for e in ended:
+            visit = self.members.pop(e.track_id, None)
+            self.pending.pop(e.track_id, None)
+            self.sides.pop(e.track_id, None)
+            if visit is not None:
+                out.append(
+                    AnalyticsEvent(
+                        "leave", self.spec.name, e.track_id, e.label, e.class_id, e.box, "", e.last_seen - visit.since
+                    )
+                )
+                self.counts.add(t, visit.label, False)
+                changed = True
+        return changed
+
+    def _zone(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
+        spec = self.spec
+        changed = False
+        if len(sel):
+            ins = inside_polygon(anchors(objs.boxes[sel], spec.anchor), self.pts)
+            for k, inside in zip(sel.tolist(), ins.tolist(), strict=True):
+                tid = int(objs.ids[k])
+                visit = self.members.get(tid)
+                if visit is None:
+                    if not inside:
+                        self.pending.pop(tid, None)
+                        continue
+                    n = self.pending.get(tid, 0) + 1
+                    if n < spec.min_frames:
+                        self.pending[tid] = n
+                        continue
+                    self.pending.pop(tid, None)
+                    self.members[tid] = _Visit(t, objs.labels[k])
+                    out.append(
+                        AnalyticsEvent("enter", spec.name, tid, objs.labels[k], objs.class_ids[k], _box(objs, k))
+                    )
+                    self.counts.add(t, objs.labels[k], True)
+                    changed = True
+                elif inside:
+                    visit.outside = 0
+                else:
+                    visit.outside += 1
+                    if visit.outside >= spec.min_frames:
+                        del self.members[tid]
+                        box = _box(objs, k)
+                        out.append(
+                            AnalyticsEvent(
+                                "leave", spec.name, tid, visit.label, objs.class_ids[k], box, "", t - visit.since
+                            )
+                        )
+                        self.counts.add(t, visit.label, False)
+                        changed = True
+        if spec.dwell_s is not None:
+            for tid, visit in self.members.items():
+                if not visit.dwelt and t - visit.since >= spec.dwell_s:
+                    visit.dwelt = True
+                    k = _index(objs, tid)
+                    box = _box(objs, k) if k is not None else (0.0, 0.0, 0.0, 0.0)
+                    cls = objs.class_ids[k] if k is not None else -1
+                    out.append(AnalyticsEvent("dwell", spec.name, tid, visit.label, cls, box, "", t - visit.since))
+        return changed
+
+    def _line(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
+        if not len(sel):
+            return False
+        a, b = self.pts[0], self.pts[1]
+        pts = anchors(objs.boxes[sel], self.spec.anchor)
+        dist = signed_distance(pts, a, b)
+        margin = self.spec.margin_px
+        flips: list[tuple[int, int, int, float, float]] = []  # (k, tid, new side, x0, y0)
+        for j, (k, d) in enumerate(zip(sel.tolist(), dist.tolist(), strict=True)):
+            side = 1 if d > margin else (-1 if d < -margin else 0)
+            if side == 0:
+                continue
+            tid = int(objs.ids[k])
+            x, y = float(pts[j, 0]), float(pts[j, 1])
+            prev = self.sides.get(tid)
+            if prev is not None and prev[0] != side:
+                flips.append((j, tid, side, prev[1], prev[2]))
+            self.sides[tid] = (side, x, y)
+        if not flips:
+            return False
+        j_idx = np.array([f[0] for f in flips])
+        p0 = np.array([[f[3], f[4]] for f in flips])
+        hit = crossing_inside_segment(p0, pts[j_idx], a, b)
+        changed = False
+        for (j, tid, side, _, _), ok in zip(flips, hit.tolist(), strict=True):
+            if not ok:
+                continue
+            k = int(sel[j])
+            direction = "in" if side > 0 else "out"
+            out.append(
+                AnalyticsEvent(
+                    "cross", self.spec.name, tid, objs.labels[k], objs.class_ids[k], _box(objs, k), direction
+                )
+            )
+            self.counts.add(t, objs.labels[k], side > 0)
+            changed = True
+        return changed
+
+    def counts_now(self) -> RegionCounts:
+        inside: dict[str, int] = {}
+        if self.spec.kind == "zone":
+            inside = dict(Counter(v.label for v in self.members.values()))
+        w_in, w_out = self.counts.window()
+        pts = tuple((float(x), float(y)) for x, y in self.pts)
+        return RegionCounts(
+            self.spec.name,
+            self.spec.kind,
+            pts,
+            inside,
+            dict(self.counts.total_in),
+            dict(self.counts.total_out),
+            w_in,
+            w_out,
+            self.counts.window_s,
+        )
+
+
+def _box(objs: Tracked, k: int) -> tuple[float, float, float, float]:
+    b = objs.boxes[k]
+    return (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
+
+
+def _index(objs: Tracked, tid: int) -> int | None:
+    hits = np.flatnonzero(objs.ids == tid)
+    return int(hits[0]) if len(hits) else None
+
+
+class RegionEngine:
+    """Every region on every stream."""
+
+    def __init__(self, specs: Sequence[RegionSpec], window_s: float) -> None:
+        self.specs = list(specs)
+        self.window_s = window_s
+        self._streams: dict[str, list[_Region]] = {}
+        self._snapshots: dict[str, tuple[RegionCounts, ...]] = {}
+        self.events = 0
+
+    def regions(self, stream: str, width: int, height: int) -> list[_Region]:
+        regions = self._streams.get(stream)
+        if regions is None or (regions and regions[0].size != (width, height)):
+            old = {r.spec.name: r for r in regions or ()}
+            regions = []
+            for s in self.specs:
+                if s.streams is not None and stream not in s.streams:
+                    continue
+                r = _Region(s, width, height, self.window_s)
+                if s.name in old:  # a new frame size: keep the counts, forget positions
+                    r.counts = old[s.name].counts
+                regions.append(r)
+            self._streams[stream] = regions
+            self._snapshots.pop(stream, None)
+        return regions
+
+    def update(
+        self, stream: str, t: float, width: int, height: int, objs: Tracked, ended: Sequence[Ended]
+    ) -> tuple[list[AnalyticsEvent], tuple[RegionCounts, ...]]:
+        """One frame of ``stream`` at time ``t`` (seconds): its events, and every region's counts."""
+        events: list[AnalyticsEvent] = []
+        regions = self.regions(stream, width, height)
+        changed = False
+        for r in regions:
+            changed |= r.update(objs, ended, t, events)
+        snap = self._snapshots.get(stream)
+        if snap is None or changed:
+            snap = self._snapshots[stream] = tuple(r.counts_now() for r in regions)
+        self.events += len(events)
+        return events, snap
+
+    def drop_stream(self, stream: str) -> None:
+        self._streams.pop(stream, None)
+        self._snapshots.pop(stream, None)

@@ -3,7 +3,8 @@
 A scene is a list of actors, each moving along keyframes (frame, centre x, centre y), linear in between
 (two keyframes at one place: the actor stops). ``ground_truth`` gives every actor's box on every frame it
 is in the picture, with how much of it is visible: actors lower in the image are nearer the camera and
-hide the ones behind them, and the picture's edge cuts off actors leaving it. ``detect`` turns that into what a detector would report: boxes jittered in
+hide the ones behind them, and the picture's edge cuts off actors leaving it. ``detect`` turns that into
+what a detector would report: boxes jittered in
 proportion to their size, objects missed at random, partly hidden objects detected with a low score,
 mostly hidden ones missed, and false positives at random places with low to middling scores.
 

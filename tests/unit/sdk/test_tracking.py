@@ -274,7 +274,7 @@ def test_model_change_keeps_mapped_labels_and_ends_the_others() -> None:
     for seq in range(3):
         (r,) = stage.process([_result("a", seq, dets)])
     assert [d.track_id for d in r.detections] == [1, 2]
-    stage.on_model_change(ModelChange("det", "1.0.0", old, "det", "2.0.0", new))
+    stage.on_model_change(ModelChange("cutover", "det", "1.0.0", old, "det", "2.0.0", new))
     moved = (_det(12, 10, label="person", cls=1),)
     (r,) = stage.process([_result("a", 3, moved, version="2.0.0")])
     assert [(d.track_id, d.class_id) for d in r.detections] == [(1, 1)]  # the same id, the new class number
@@ -286,7 +286,7 @@ def test_a_new_model_with_none_of_the_old_labels_ends_every_track_and_ids_go_on(
     stage = TrackStage(TrackConfig())
     for seq in range(3):
         (r,) = stage.process([_result("a", seq, (_det(10, 10), _det(200, 10)))])
-    stage.on_model_change(ModelChange("det", "1.0.0", ("person",), "faces", "1.0.0", ("face",)))
+    stage.on_model_change(ModelChange("cutover", "det", "1.0.0", ("person",), "faces", "1.0.0", ("face",)))
     out = []
     for seq in range(3, 6):
         (r,) = stage.process(

@@ -132,9 +132,9 @@ class Agent:
     # --- telemetry (all no-ops without a ``telemetry:`` section; never fails the caller) -----------
     def _result_listener(self, pipeline: str) -> Any:
         tel = self.telemetry
-        if tel is None or not tel.config.events.detections:
+        if tel is None:
             return None
-        return lambda result: tel.detections(pipeline, result)
+        return lambda result: tel.on_result(pipeline, result)
 
     def _swap_event(self, pipeline: str, phase: Any, from_ref: str, to_ref: str, **kw: Any) -> None:
         if self.telemetry is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +25,7 @@ class AnalyticsConfig(BaseModel):
 
 @dataclass(frozen=True)
 class AnalyticsContext:
-    streams: tuple[str, ...]
+    stream_ids: tuple[str, ...]
     model_name: str
     model_version: str
     labels: tuple[str, ...]
@@ -32,6 +33,7 @@ class AnalyticsContext:
 
 @dataclass(frozen=True)
 class ModelChange:
+    kind: Literal["cutover", "rollback"]
     old_name: str
     old_version: str
     old_labels: tuple[str, ...]

@@ -249,7 +249,7 @@ class ByteTracker:
         det_track, drop = self._associate(b, act)
         fresh = self._commit(b, det_track)
         ids, ages, states = self._outputs(b, det_track, fresh)
-        ended = self._expire(b, drop)
+        ended = self._expire(b, det_track, drop)
         out = []
         for i, f in enumerate(frames):
             lo, hi = b.offsets[i], b.offsets[i + 1]
@@ -371,7 +371,7 @@ class ByteTracker:
             states[has & is_new[np.maximum(det_track, 0)]] = NEW
         return ids, ages, states
 
-    def _expire(self, b: _Round, drop: np.ndarray) -> list[TrackEnd]:
+    def _expire(self, b: _Round, det_track: np.ndarray, drop: np.ndarray) -> list[TrackEnd]:
         """Remove unmatched candidates, and lost tracks past ``max_lost_frames`` or duplicating a tracked
         one; returns the tracks that ended."""
         t = self._t
@@ -380,7 +380,7 @@ class ByteTracker:
         lost = np.flatnonzero((b.seq_of[t.stream] >= 0) & (t.state == LOST))
         expired = np.zeros(len(t), bool)
         expired[lost[b.seq_of[t.stream[lost]] - t.last_seq[lost] > self.params.max_lost_frames]] = True
-        expired |= self._duplicates(lost, b.width)
+        expired[self._duplicates(b, det_track, lost)] = True
         return self._end(expired, "lost", also=gone)
 
     def _give_ids(self, rows: np.ndarray) -> None:
@@ -392,18 +392,19 @@ class ByteTracker:
             t.state[r] = TRACKED
         self.started += len(rows)
 
-    def _duplicates(self, lost_rows: np.ndarray, width: int) -> np.ndarray:
-        """Lost tracks whose estimate sits on a tracked one of the same class (ByteTrack drops them)."""
+    def _duplicates(self, b: _Round, det_track: np.ndarray, lost: np.ndarray) -> np.ndarray:
+        """The lost tracks whose estimate sits on a box tracked on this frame, same stream and class
+        (ByteTrack drops them): their rows."""
         t = self._t
-        out = np.zeros(len(t), bool)
-        tracked = np.flatnonzero((t.state == TRACKED) & np.isin(t.stream, t.stream[lost_rows]))
-        if len(lost_rows) == 0 or len(tracked) == 0:
-            return out
-        li, ti = group_pairs(t.stream[lost_rows] * width + t.cls[lost_rows], t.stream[tracked] * width + t.cls[tracked])
-        if len(li):
-            iou = iou_pairs(t.kf.boxes(lost_rows[li]), t.kf.boxes(tracked[ti]))
-            out[lost_rows[li[iou > _DUPLICATE_IOU]]] = True
-        return out
+        if len(lost) == 0:
+            return lost
+        on = np.flatnonzero(det_track >= 0)
+        on = on[t.state[det_track[on]] == TRACKED]
+        li, di = group_pairs(t.stream[lost] * b.width + t.cls[lost], b.group[on])
+        if len(li) == 0:
+            return li
+        iou = iou_pairs(t.kf.boxes(lost[li]), b.boxes[on[di]])
+        return np.asarray(lost[li[iou > _DUPLICATE_IOU]])
 
     def _end(self, mask: np.ndarray, reason: str, also: np.ndarray | None = None) -> list[TrackEnd]:
         """Remove the rows in ``mask`` (reported if they had an id) and in ``also`` (silently)."""

@@ -14,14 +14,18 @@ def anchors(boxes: np.ndarray, where: str) -> np.ndarray:
     return np.stack([x, y], axis=1)
 
 
-def inside_polygon(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
-    """(N, 2) points in a (V, 2) polygon (even-odd rule; a point on an edge may fall either way)."""
+def inside_polygon(
+    points: np.ndarray, polygon: np.ndarray, edges: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """(N, 2) points in a (V, 2) polygon (even-odd rule; a point on an edge may fall either way).
+    ``edges``: the polygon and itself rolled by one corner, when the caller keeps them."""
     if len(points) == 0:
         return np.zeros(0, bool)
+    start, end = edges if edges is not None else (polygon, np.roll(polygon, -1, axis=0))
     px = points[:, 0][:, None]
     py = points[:, 1][:, None]
-    x1, y1 = polygon[:, 0][None, :], polygon[:, 1][None, :]
-    x2, y2 = np.roll(polygon[:, 0], -1)[None, :], np.roll(polygon[:, 1], -1)[None, :]
+    x1, y1 = start[:, 0][None, :], start[:, 1][None, :]
+    x2, y2 = end[:, 0][None, :], end[:, 1][None, :]
     straddles = (y1 > py) != (y2 > py)
     dy = np.where(y2 == y1, 1.0, y2 - y1)
     x_at = x1 + (py - y1) * (x2 - x1) / dy

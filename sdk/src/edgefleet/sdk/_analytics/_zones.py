@@ -51,6 +51,14 @@ class Tracked:
     labels: list[str]
     class_ids: list[int]
     boxes: np.ndarray  # (N, 4)
+    _anchors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def anchors(self, where: str) -> np.ndarray:
+        """(N, 2) anchor points, computed once per frame and kind."""
+        got = self._anchors.get(where)
+        if got is None:
+            got = self._anchors[where] = anchors(self.boxes, where)
+        return got
 
 
 @dataclass(frozen=True)
@@ -107,10 +115,14 @@ class _Region:
         self.size = (width, height)
         self.pts = pts
         self.counts = _Counts(window_s)
+        self.edges = (pts, np.roll(pts, -1, axis=0))
         self.members: dict[int, _Visit] = {}
         self.pending: dict[int, int] = {}  # zones: consecutive frames inside before entering
-        self.sides: dict[int, tuple[int, float, float]] = {}  # lines: side and where it was last firmly
-        self.snapshot: RegionCounts | None = None
+        # lines: per track a slot in arrays of its side (-1, +1; 0: none yet) and where it last was firmly
+        self.slots: dict[int, int] = {}
+        self.free: list[int] = []
+        self.side = np.zeros(64, np.int64)
+        self.where = np.zeros((64, 2))
 
     def selected(self, objs: Tracked) -> np.ndarray:
         if self.spec.classes is None:
@@ -128,7 +140,10 @@ class _Region:
         for e in ended:
             visit = self.members.pop(e.track_id, None)
             self.pending.pop(e.track_id, None)
-            self.sides.pop(e.track_id, None)
+            slot = self.slots.pop(e.track_id, None)
+            if slot is not None:
+                self.side[slot] = 0
+                self.free.append(slot)
             if visit is not None:
                 out.append(
                     AnalyticsEvent(
@@ -143,8 +158,13 @@ class _Region:
         spec = self.spec
         changed = False
         if len(sel):
-            ins = inside_polygon(anchors(objs.boxes[sel], spec.anchor), self.pts)
-            for k, inside in zip(sel.tolist(), ins.tolist(), strict=True):
+            ins = inside_polygon(objs.anchors(spec.anchor)[sel], self.pts, self.edges)
+            todo = zip(sel.tolist(), ins.tolist(), strict=True)
+            if spec.min_frames == 1:  # only the objects whose side of the zone changed need bookkeeping
+                members = self.members
+                was = np.fromiter((int(i) in members for i in objs.ids[sel]), bool, len(sel))
+                todo = zip(sel[was != ins].tolist(), ins[was != ins].tolist(), strict=True)
+            for k, inside in todo:
                 tid = int(objs.ids[k])
                 visit = self.members.get(tid)
                 if visit is None:
@@ -186,35 +206,43 @@ class _Region:
                     out.append(AnalyticsEvent("dwell", spec.name, tid, visit.label, cls, box, "", t - visit.since))
         return changed
 
+    def _slots_of(self, ids: np.ndarray) -> np.ndarray:
+        slots = self.slots
+        if any(int(i) not in slots for i in ids):
+            for i in ids.tolist():
+                if i not in slots:
+                    slots[i] = self.free.pop() if self.free else len(slots)
+            if len(slots) > len(self.side):
+                grow = max(len(slots), 2 * len(self.side))
+                self.side = np.concatenate([self.side, np.zeros(grow - len(self.side), np.int64)])
+                self.where = np.concatenate([self.where, np.zeros((grow - len(self.where), 2))])
+        return np.array([slots[int(i)] for i in ids], np.int64)
+
     def _line(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
         if not len(sel):
             return False
         a, b = self.pts[0], self.pts[1]
-        pts = anchors(objs.boxes[sel], self.spec.anchor)
+        pts = objs.anchors(self.spec.anchor)[sel]
         dist = signed_distance(pts, a, b)
         margin = self.spec.margin_px
-        flips: list[tuple[int, int, int, float, float]] = []  # (k, tid, new side, x0, y0)
-        for j, (k, d) in enumerate(zip(sel.tolist(), dist.tolist(), strict=True)):
-            side = 1 if d > margin else (-1 if d < -margin else 0)
-            if side == 0:
-                continue
-            tid = int(objs.ids[k])
-            x, y = float(pts[j, 0]), float(pts[j, 1])
-            prev = self.sides.get(tid)
-            if prev is not None and prev[0] != side:
-                flips.append((j, tid, side, prev[1], prev[2]))
-            self.sides[tid] = (side, x, y)
-        if not flips:
+        now = np.where(dist > margin, 1, np.where(dist < -margin, -1, 0))
+        firm = now != 0
+        if not firm.any():
             return False
-        j_idx = np.array([f[0] for f in flips])
-        p0 = np.array([[f[3], f[4]] for f in flips])
-        hit = crossing_inside_segment(p0, pts[j_idx], a, b)
+        sel, pts, now = sel[firm], pts[firm], now[firm]
+        slots = self._slots_of(objs.ids[sel])
+        before = self.side[slots]
+        flip = (before != 0) & (before != now)
+        p0 = self.where[slots[flip]]
+        self.side[slots] = now
+        self.where[slots] = pts
+        if not flip.any():
+            return False
+        hit = crossing_inside_segment(p0, pts[flip], a, b)
         changed = False
-        for (j, tid, side, _, _), ok in zip(flips, hit.tolist(), strict=True):
-            if not ok:
-                continue
-            k = int(sel[j])
+        for k, side in zip(sel[flip][hit].tolist(), now[flip][hit].tolist(), strict=True):
             direction = "in" if side > 0 else "out"
+            tid = int(objs.ids[k])
             out.append(
                 AnalyticsEvent(
                     "cross", self.spec.name, tid, objs.labels[k], objs.class_ids[k], _box(objs, k), direction

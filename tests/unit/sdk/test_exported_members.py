@@ -3,7 +3,12 @@
 import edgefleet.sdk as sdk
 
 EXPECTED = {
+    "AnalyticsConfig",
+    "AnalyticsContext",
+    "AnalyticsError",
+    "AnalyticsStage",
     "Backend",
+    "BackendConfig",
     "BackendError",
     "BackendUnavailableError",
     "CallbackSink",
@@ -16,6 +21,7 @@ EXPECTED = {
     "DecodeContext",
     "Decoded",
     "Decoder",
+    "DecoderConfig",
     "DecoderError",
     "DecoderParams",
     "Detection",
@@ -28,6 +34,7 @@ EXPECTED = {
     "ManifestError",
     "ModelMismatchError",
     "ModelPackage",
+    "ModelChange",
     "ModelPackageError",
     "OnnxRuntimeConfig",
     "Pipeline",
@@ -39,7 +46,9 @@ EXPECTED = {
     "Sink",
     "SinkConfig",
     "SinkError",
+    "Source",
     "SourceError",
+    "SourceSpec",
     "StageStats",
     "StreamStats",
     "SwapEvent",
@@ -60,6 +69,8 @@ EXPECTED = {
     "parse_source",
     "read_manifest",
     "redact_uri",
+    "register_analytics",
+    "register_backend",
     "register_decoder",
     "sign_manifest",
 }

@@ -200,11 +200,11 @@ def test_decoder_failing_after_cutover_rolls_back_and_reruns_the_batch(
     """A decoder that passes the gate and then raises is rolled back like a failing inference, whether
     the post thread decodes (one worker) or the inference workers do (several)."""
     from edgefleet.sdk import DecodeContext, register_decoder
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._decoders._detection import YoloDecoder, YoloParams
 
     class Flaky(YoloDecoder):
         def __init__(self, ctx: DecodeContext) -> None:
-            super().__init__(ctx)
+            super().__init__(ctx.parse(YoloParams), ctx)
             self.calls = itertools.count()
 
         def decode(self, outputs, transforms):  # type: ignore[no-untyped-def]

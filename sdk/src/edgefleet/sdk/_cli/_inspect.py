@@ -9,8 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .._backends import create_backend
-from .._config import OnnxRuntimeConfig
+from .._backends import OnnxRuntimeConfig, create_backend
 from .._decoders import decoder_names
 from .._model import check_io
 from .._package import load_package

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._errors import BackendError
 from .._manifest import InputSpec
-from .._preprocess import Transform, compute_transform
+from .._transform import Transform, compute_transform
 from ._array import DeviceArray, DeviceImage, as_device_array
 from ._memory import mapped_device_pointer, pinned_array
 from ._nvrtc import F32, I32, I64, PTR, kernel

@@ -14,6 +14,11 @@ Parts (all in one run):
              0-4 (motmetrics), and the line counts of the scripted line scene (exact expected).
   pipeline   (--pipeline) the real pipeline (NanoDet-m on the committed clip, N streams, CPU) with and
              without ``analytics: [track, zones]``, measured side by side in this run: fps of each.
+  real       (--real) NanoDet-m 1.0.0 (416 px, 80 classes) hot-swapped to 2.0.0 (320 px, 6 classes) on the
+             committed clip, one stream, the swap asked for after 100, 130, ... 250 frames: person track
+             count, mean track length, and at each cut-over the ids kept, restarted and switched against
+             the run without a swap (tests/support/track_swap.py says how each is counted); and once
+             the same with a swap to the same model under another version (ids must not change at all).
   compare    (--compare-python PY) the same cost and accuracy scenes through the ByteTrack of Roboflow's
              ``trackers`` package, run by another interpreter PY that has it installed (it is not a
              dependency of this project: it needs opencv-python, supervision, matplotlib, requests).
@@ -255,6 +260,28 @@ def compare(python: str, counts: list[int], frames: int, seeds: int) -> dict[str
     return result
 
 
+# --- the real detector across a hot swap --------------------------------------------------------------
+def real(after: list[int]) -> dict[str, Any]:
+    from tests.support import track_swap
+
+    with tempfile.TemporaryDirectory() as tmp:
+        v2 = track_swap.build_v2(Path(tmp) / "nanodet-m-2.0.0")
+        same = track_swap.same_model(Path(tmp) / "nanodet-m-1.0.1")
+        reference = track_swap.track(None)
+        runs = [track_swap.compare(track_swap.track(v2, swap_after=n), reference) for n in after]
+        same_run = track_swap.compare(track_swap.track(same, swap_after=after[len(after) // 2]), reference)
+    for r in [*runs, same_run]:
+        r.pop("analytics", None)
+        print(f"real: {r}", file=sys.stderr)
+    total = {k: sum(r["at_swap"][k] for r in runs) for k in runs[0]["at_swap"]}
+    return {
+        "swap_416_to_320": runs,
+        "swap_416_to_320_totals": total,
+        "swap_to_the_same_model": same_run,
+        "without_swap": track_swap.measure(reference, reference, "person") | {"at_swap": None},
+    }
+
+
 # --- the real pipeline, with and without analytics ---------------------------------------------------
 def pipeline(streams: int, frames: int, repeats: int) -> dict[str, Any]:
     from edgefleet.sdk import Pipeline
@@ -304,6 +331,7 @@ def main() -> None:
     ap.add_argument("--pipeline-frames", type=int, default=100)
     ap.add_argument("--pipeline-repeats", type=int, default=3)
     ap.add_argument("--compare-python", help="an interpreter with the `trackers` package installed")
+    ap.add_argument("--real", action="store_true", help="also the real detector across hot swaps")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     counts = [int(x) for x in args.objects.split(",")]
@@ -318,6 +346,8 @@ def main() -> None:
     result["accuracy"] = accuracy(args.seeds)
     if args.compare_python:
         result["compare_trackers_bytetrack"] = compare(args.compare_python, counts, args.frames, args.seeds)
+    if args.real:
+        result["real_clip"] = real([100, 130, 160, 190, 220, 250])
     if args.pipeline:
         result["pipeline"] = pipeline(args.pipeline_streams, args.pipeline_frames, args.pipeline_repeats)
     emit(result, args.out)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
+from edgefleet.sdk import ModelChange
 from edgefleet.sdk._analytics._assign import iou_pairs, match
 from edgefleet.sdk._analytics._bytetrack import ByteTracker, FrameDetections, TrackerParams
 from edgefleet.sdk._analytics._kalman import KalmanBoxes
-from edgefleet.sdk._analytics._seam_shim import ModelChange
 from edgefleet.sdk._analytics._track import TrackConfig, TrackStage
 from edgefleet.sdk._results import Detection, Result
 from tests.support import scenes as S

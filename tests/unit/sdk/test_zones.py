@@ -172,3 +172,13 @@ def test_geometry_helpers() -> None:
 def test_zones_config_refuses_bad_regions(config: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         ZonesConfig.model_validate(config)
+
+
+def test_zones_without_a_track_stage_say_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    stage = ZonesStage(ZonesConfig(zones=(Zone(name="z", points=SQUARE),)))
+    plain = Detection((280.0, 200.0, 320.0, 300.0), 0.9, 0, "person")
+    with caplog.at_level("WARNING", logger="edgefleet.sdk"):
+        for seq in range(80):
+            stage.process([_at("a", seq, plain)])
+    warned = [r.getMessage() for r in caplog.records if "put a {type: track} stage before zones" in r.getMessage()]
+    assert len(warned) == 1

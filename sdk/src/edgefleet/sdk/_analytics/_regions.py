@@ -4,6 +4,7 @@ windowed counts per class. It needs a ``track`` stage before it: only detections
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from typing import Annotated, Literal
@@ -12,10 +13,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from .._results import Result
-from ._seam_shim import AnalyticsConfig, AnalyticsStage
+from ._base import AnalyticsConfig, AnalyticsStage
 from ._zones import Ended, RegionEngine, RegionSpec, Tracked
 
 __all__ = ["Line", "Zone", "ZonesConfig", "ZonesStage"]
+
+_log = logging.getLogger(__name__)
+_UNTRACKED_WARN = 30
 
 RegionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")]
 Point = tuple[float, float]
@@ -139,10 +143,13 @@ class ZonesStage(AnalyticsStage):
     def __init__(self, config: ZonesConfig) -> None:
         self.config = config
         self.engine = RegionEngine(config.specs(), config.window_s)
+        self._untracked = 0  # results with detections but no tracked one, until the first tracked one
 
     def process(self, results: list[Result]) -> list[Result]:
         out = []
         for r in results:
+            if self._untracked >= 0 and r.detections:
+                self._check_tracking(r)
             dets = [d for d in r.detections if d.track_id is not None]
             objs = Tracked(
                 np.array([d.track_id for d in dets], np.int64),
@@ -154,6 +161,20 @@ class ZonesStage(AnalyticsStage):
             events, regions = self.engine.update(r.stream_id, r.timestamp, r.frame_width, r.frame_height, objs, ended)
             out.append(dataclasses.replace(r, events=r.events + tuple(events), regions=r.regions + regions))
         return out
+
+    def _check_tracking(self, r: Result) -> None:
+        """Zones count tracked objects: say so once when the detections keep coming without track ids."""
+        if any(d.track_state for d in r.detections):
+            self._untracked = -1
+            return
+        self._untracked += 1
+        if self._untracked == _UNTRACKED_WARN:
+            _log.warning(
+                "analytics (zones): %d frames with detections and none tracked: zones and lines count only "
+                "tracked objects; put a {type: track} stage before zones",
+                _UNTRACKED_WARN,
+            )
+            self._untracked = -1
 
     def stats(self) -> Mapping[str, float | int]:
         return {"events": self.engine.events}

@@ -13,8 +13,8 @@ from pydantic import Field, model_validator
 from .._errors import ConfigError
 from .._results import Detection, EndedTrack, Result
 from ._assign import solver
+from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
 from ._bytetrack import NEW, TENTATIVE, TRACKED, ByteTracker, FrameDetections, TrackEnd, TrackerParams
-from ._seam_shim import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
 
 __all__ = ["TrackConfig", "TrackStage"]
 

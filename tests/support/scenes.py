@@ -105,21 +105,26 @@ def ground_truth(actors: list[Actor], frames: int, width: int, height: int) -> l
 
 
 def _visibility(boxes: np.ndarray) -> np.ndarray:
-    """Fraction of each box not covered by boxes nearer the camera (larger bottom edge), on a coarse grid."""
-    vis = np.ones(len(boxes))
-    order = np.argsort(-boxes[:, 3])  # nearest first
-    for rank, i in enumerate(order):
-        if rank == 0:
-            continue
+    """Fraction of each box not covered by boxes nearer the camera (larger bottom edge), on a 9x9 grid of
+    sample points per box; only boxes that overlap are compared."""
+    n = len(boxes)
+    vis = np.ones(n)
+    ix = np.minimum(boxes[:, None, 2], boxes[None, :, 2]) > np.maximum(boxes[:, None, 0], boxes[None, :, 0])
+    iy = np.minimum(boxes[:, None, 3], boxes[None, :, 3]) > np.maximum(boxes[:, None, 1], boxes[None, :, 1])
+    nearer = boxes[None, :, 3] > boxes[:, None, 3]  # [i, j]: j is nearer than i
+    covers = ix & iy & nearer
+    u = np.linspace(0.0, 1.0, 9)
+    for i in np.flatnonzero(covers.any(axis=1)):
         b = boxes[i]
-        xs = np.linspace(b[0], b[2], 9)
-        ys = np.linspace(b[1], b[3], 9)
-        gx, gy = np.meshgrid(xs, ys)
-        covered = np.zeros(gx.shape, bool)
-        for j in order[:rank]:
-            o = boxes[j]
-            covered |= (gx >= o[0]) & (gx <= o[2]) & (gy >= o[1]) & (gy <= o[3])
-        vis[i] = 1.0 - covered.mean()
+        gx, gy = np.meshgrid(b[0] + u * (b[2] - b[0]), b[1] + u * (b[3] - b[1]))
+        o = boxes[covers[i]]
+        hit = (
+            (gx[..., None] >= o[:, 0])
+            & (gx[..., None] <= o[:, 2])
+            & (gy[..., None] >= o[:, 1])
+            & (gy[..., None] <= o[:, 3])
+        )
+        vis[i] = 1.0 - hit.any(axis=-1).mean()
     return vis
 
 

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,11 @@ import yaml
 
 from tests.integration.telemetry_broker import Mosquitto
 from tests.integration.test_control_plane import EDGEFLEET, Fleet, Proc, free_port, keys, wait_for
+from tests.integration.test_telemetry_wiring import broker
 from tests.support import track_swap
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-__all__ = ["keys"]  # the fixture, imported for pytest
+__all__ = ["broker", "keys"]  # fixtures, imported for pytest
 
 ZONES = {
     "type": "zones",
@@ -31,17 +31,6 @@ ZONES = {
     "zones": [{"name": "road", "points": [[0, 190], [768, 190], [768, 330], [0, 300]]}],
     "lines": [{"name": "gate", "points": [[384, 150], [384, 400]], "classes": ["person"]}],
 }
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
-    try:
-        m = Mosquitto(tmp_path_factory.mktemp("mosquitto"))
-    except FileNotFoundError:
-        pytest.skip("mosquitto is not installed")
-    m.start()
-    yield m
-    m.stop()
 
 
 def _show(db: str, *extra: str) -> subprocess.CompletedProcess[str]:

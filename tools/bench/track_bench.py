@@ -20,6 +20,8 @@ Parts (all in one run):
              count, mean track length, and at each cut-over the ids kept, restarted and switched against
              the run without a swap (tests/support/track_swap.py says how each is counted); and once
              the same with a swap to the same model under another version (ids must not change at all).
+  solver     (--compare-solver) the ``track`` stage's cost with its solver (lap) and with scipy's
+             ``linear_sum_assignment`` in its place, side by side (scipy: a development dependency).
   compare    (--compare-python PY) the same cost and accuracy scenes through the ByteTrack of Roboflow's
              ``trackers`` package, run by another interpreter PY that has it installed (it is not a
              dependency of this project: it needs opencv-python, supervision, matplotlib, requests).
@@ -264,6 +266,33 @@ def compare(python: str, counts: list[int], frames: int, seeds: int) -> dict[str
     return result
 
 
+# --- the assignment solver: lap (ours) or scipy ------------------------------------------------------
+def solver_cost(counts: list[int], frames: int, rounds: int = 3) -> dict[str, Any]:
+    """The ``track`` stage with its solver (lap's ``lapjv``) and with scipy's ``linear_sum_assignment``
+    in its place (same thresholded semantics: invalid pairs priced out), interleaved."""
+    from scipy.optimize import linear_sum_assignment
+
+    from edgefleet.sdk._analytics import _assign
+
+    lap_solver = _assign.solver
+    out: dict[str, Any] = {}
+    for n in counts:
+        results = [_result("s0", f, d) for f, d in enumerate(_frames(n, frames, seed=n * 100))]
+        cpu: dict[str, list[float]] = {"lap": [], "scipy": []}
+        for _ in range(rounds):
+            for name in ("lap", "scipy"):
+                _assign.solver = lap_solver if name == "lap" else (lambda: linear_sum_assignment)  # type: ignore[assignment]
+                stage = TrackStage(TrackConfig())
+                c0 = time.thread_time()
+                for r in results:
+                    stage.process([r])
+                cpu[name].append((time.thread_time() - c0) / frames * 1000)
+        _assign.solver = lap_solver
+        out[str(n)] = {k: round(float(np.median(v)), 4) for k, v in cpu.items()}
+        print(f"solver lap vs scipy, {n} objects: {out[str(n)]}", file=sys.stderr)
+    return out
+
+
 # --- the real detector across a hot swap --------------------------------------------------------------
 def real(after: list[int]) -> dict[str, Any]:
     from tests.support import track_swap
@@ -353,6 +382,7 @@ def main() -> None:
     ap.add_argument("--pipeline-repeats", type=int, default=5)
     ap.add_argument("--compare-python", help="an interpreter with the `trackers` package installed")
     ap.add_argument("--real", action="store_true", help="also the real detector across hot swaps")
+    ap.add_argument("--compare-solver", action="store_true", help="also scipy's solver in place of lap's")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     counts = [int(x) for x in args.objects.split(",")]
@@ -367,6 +397,8 @@ def main() -> None:
     result["accuracy"] = accuracy(args.seeds)
     if args.compare_python:
         result["compare_trackers_bytetrack"] = compare(args.compare_python, counts, args.frames, args.seeds)
+    if args.compare_solver:
+        result["solver_lap_vs_scipy_ms_per_frame"] = solver_cost(counts, args.frames)
     if args.real:
         result["real_clip"] = real([100, 130, 160, 190, 220, 250])
     if args.pipeline:

@@ -333,3 +333,13 @@ def test_tracker_output_has_one_entry_per_detection_for_empty_frames() -> None:
     tracker = ByteTracker(TrackerParams())
     out = tracker.update([FrameDetections("a", 0, 0.0, np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))])
     assert len(out) == 1 and len(out[0].ids) == 0
+
+
+def test_without_lap_the_track_stage_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from edgefleet.sdk import ConfigError
+
+    monkeypatch.setitem(sys.modules, "lap", None)  # what a missing library looks like to import
+    with pytest.raises(ConfigError, match=r"tracking needs lap: pip install 'edgefleet-sdk\[analytics\]'"):
+        TrackStage(TrackConfig())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from edgefleet.proto.v1 import telemetry_pb2 as pb
 from edgefleet.sdk import PipelineStats, Result
 
 from ._analytics import AnalyticsFeed
+from ._bucket import TokenBucket
 from ._config import TelemetryConfig
 from ._messages import Encoding, Identity, ModelInUse
 from ._prometheus import MetricsServer, TelemetryCollector
@@ -26,28 +26,6 @@ __all__ = ["SwapPhase", "TelemetryAgent", "TokenBucket"]
 _log = logging.getLogger(__name__)
 
 SwapPhase = pb.Event.Swap.Phase
-
-
-class TokenBucket:
-    """``rate`` tokens per second, at most ``burst`` saved. Thread-safe; never blocks."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rate = rate
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._clock = clock
-        self._last = clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
-            self._last = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True
-            return False
 
 
 class TelemetryAgent:

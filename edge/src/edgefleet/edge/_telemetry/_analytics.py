@@ -7,10 +7,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from edgefleet.sdk import Result
+from edgefleet.sdk import AnalyticsEvent, EndedTrack, Result
 
+from ._bucket import TokenBucket
 from ._config import AnalyticsEventsConfig
 
 __all__ = ["OTHER", "AnalyticsFeed"]
@@ -24,24 +26,10 @@ _KIND = {
 }
 
 
-class _Bucket:
-    """A token bucket (``rate`` per second, ``burst`` saved) and what it refused since it last gave."""
+class _Bucket(TokenBucket):
+    """A stream's token bucket, and how many events it refused since it last gave one."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate, self.burst, self.clock = rate, float(burst), clock
-        self.tokens = float(burst)
-        self.last = clock()
-        self.suppressed = 0
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        self.suppressed += 1
-        return False
+    suppressed = 0
 
 
 @dataclass
@@ -87,38 +75,24 @@ class AnalyticsFeed:
                 bucket = self._buckets[(pipeline, result.stream_id)] = _Bucket(
                     self.config.max_per_s, self.config.burst, self._clock
                 )
-        for e in wanted:
+        items: list[tuple[Any, str, str, float, str, AnalyticsEvent | EndedTrack]]
+        items = [(_KIND[e.kind], e.region, e.direction, e.dwell_s, "", e) for e in wanted]
+        items += [(pb.Event.Analytics.KIND_TRACK_END, "", "", t.duration_s, t.reason, t) for t in ended]
+        for kind, region, direction, dwell_s, reason, what in items:
             msg = self._event(pipeline, result, bucket)
             if msg is None:
                 continue
             a = msg.analytics
-            a.kind = _KIND[e.kind]
-            a.region = e.region
-            a.track_id = e.track_id
-            a.label = e.label
-            a.class_id = e.class_id
-            a.direction = e.direction
-            a.dwell_s = e.dwell_s
-            _box(a.box, e.box)
-            yield msg
-        for t in ended:
-            msg = self._event(pipeline, result, bucket)
-            if msg is None:
-                continue
-            a = msg.analytics
-            a.kind = pb.Event.Analytics.KIND_TRACK_END
-            a.track_id = t.track_id
-            a.label = t.label
-            a.class_id = t.class_id
-            a.dwell_s = t.duration_s
-            a.reason = t.reason
-            _box(a.box, t.box)
+            a.kind, a.region, a.direction, a.dwell_s, a.reason = kind, region, direction, dwell_s, reason
+            a.track_id, a.label, a.class_id = what.track_id, what.label, what.class_id
+            a.box.x1, a.box.y1, a.box.x2, a.box.y2 = what.box
             yield msg
 
     def _event(self, pipeline: str, result: Result, bucket: _Bucket) -> pb.Event | None:
         with self._lock:
             self.offered_total += 1
             if not bucket.take():
+                bucket.suppressed += 1
                 self.suppressed_total += 1
                 return None
             suppressed, bucket.suppressed = bucket.suppressed, 0
@@ -194,7 +168,3 @@ class AnalyticsFeed:
                 del self._buckets[key]
             for region in [k for k in self._admitted if k[0] == pipeline]:
                 del self._admitted[region]
-
-
-def _box(target: pb.Event.Box, box: tuple[float, float, float, float]) -> None:
-    target.x1, target.y1, target.x2, target.y2 = box

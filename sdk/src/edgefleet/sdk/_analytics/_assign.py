@@ -4,7 +4,7 @@ Tracks and detections carry a group number (one per stream and class): only pair
 compared, so one call handles every stream of a batch. Pairs whose cost passes the threshold form a sparse
 bipartite graph; an edge that is the only one of both its track and its detection is a match as it stands
 (every optimal assignment takes it), and only the groups left with competing edges go to the solver
-(``scipy.optimize.linear_sum_assignment``), each on its own small dense matrix. That gives the same
+(``lap.lapjv``, Jonker-Volgenant), each on its own small dense matrix. That gives the same
 matches as one thresholded assignment over each group's whole matrix, at the cost of a few numpy calls
 when (as on most frames) nothing competes.
 """
@@ -12,7 +12,6 @@ when (as on most frames) nothing competes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -21,13 +20,21 @@ __all__ = ["group_pairs", "iou_pairs", "match", "solver"]
 _INVALID = 1e6  # cost of a pair over the threshold inside a group's dense matrix
 
 
-def solver() -> Callable[[np.ndarray], Any]:
-    """``scipy.optimize.linear_sum_assignment``; ImportError naming the extra when scipy is missing."""
+def solver() -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A minimum-cost assignment of a dense (rows, cols) matrix: (row indices, column indices) of the
+    pairs, every row or column at most once, as many pairs as the matrix allows (rows or columns left
+    over stay unassigned). ``lap.lapjv``; ImportError naming the extra when lap is missing."""
     try:
-        from scipy.optimize import linear_sum_assignment
+        import lap  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        raise ImportError("tracking needs scipy: pip install 'edgefleet-sdk[analytics]'") from exc
-    return linear_sum_assignment  # type: ignore[no-any-return]
+        raise ImportError("tracking needs lap: pip install 'edgefleet-sdk[analytics]'") from exc
+
+    def lapjv(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        _, x, _ = lap.lapjv(cost, extend_cost=True, cost_limit=_INVALID / 10)  # invalid pairs: never
+        rows = np.flatnonzero(x >= 0)
+        return rows, np.asarray(x[rows], np.int64)
+
+    return lapjv
 
 
 def group_pairs(track_groups: np.ndarray, det_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +105,7 @@ def match(
     if rest.any():
         rt, rd, rc = ti[rest], di[rest], cost[rest]
         groups = track_groups[rt]
-        linear_sum_assignment = solver()
+        assign = solver()
         for g in np.unique(groups):
             sel = groups == g
             gt, gd, gc = rt[sel], rd[sel], rc[sel]
@@ -106,7 +113,7 @@ def match(
             cols, c_inv = np.unique(gd, return_inverse=True)
             dense = np.full((len(rows), len(cols)), _INVALID)
             dense[r_inv, c_inv] = gc
-            r, c = linear_sum_assignment(dense)
+            r, c = assign(dense)
             ok = dense[r, c] <= max_cost
             out_t.append(rows[r[ok]])
             out_d.append(cols[c[ok]])

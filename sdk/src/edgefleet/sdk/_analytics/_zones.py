@@ -80,28 +80,34 @@ class _Visit:
 
 @dataclass
 class _Counts:
+    """Totals by label, and the same over the last ``window_s`` seconds (kept as it goes: each event is
+    added once and taken off once when it leaves the window)."""
+
     window_s: float
     total_in: Counter[str] = field(default_factory=Counter)
     total_out: Counter[str] = field(default_factory=Counter)
+    window_in: Counter[str] = field(default_factory=Counter)
+    window_out: Counter[str] = field(default_factory=Counter)
     recent: deque[tuple[float, str, bool]] = field(default_factory=deque)  # (time, label, is_in)
 
     def add(self, t: float, label: str, is_in: bool) -> None:
         (self.total_in if is_in else self.total_out)[label] += 1
+        (self.window_in if is_in else self.window_out)[label] += 1
         self.recent.append((t, label, is_in))
 
     def expire(self, t: float) -> bool:
         changed = False
         while self.recent and self.recent[0][0] < t - self.window_s:
-            self.recent.popleft()
+            _, label, is_in = self.recent.popleft()
+            counts = self.window_in if is_in else self.window_out
+            counts[label] -= 1
+            if counts[label] == 0:
+                del counts[label]
             changed = True
         return changed
 
     def window(self) -> tuple[dict[str, int], dict[str, int]]:
-        w_in: Counter[str] = Counter()
-        w_out: Counter[str] = Counter()
-        for _, label, is_in in self.recent:
-            (w_in if is_in else w_out)[label] += 1
-        return dict(w_in), dict(w_out)
+        return dict(self.window_in), dict(self.window_out)
 
 
 class _Region:
@@ -162,7 +168,7 @@ class _Region:
             todo = zip(sel.tolist(), ins.tolist(), strict=True)
             if spec.min_frames == 1:  # only the objects whose side of the zone changed need bookkeeping
                 members = self.members
-                was = np.fromiter((int(i) in members for i in objs.ids[sel]), bool, len(sel))
+                was = np.array([i in members for i in objs.ids[sel].tolist()], bool)
                 todo = zip(sel[was != ins].tolist(), ins[was != ins].tolist(), strict=True)
             for k, inside in todo:
                 tid = int(objs.ids[k])
@@ -208,15 +214,16 @@ class _Region:
 
     def _slots_of(self, ids: np.ndarray) -> np.ndarray:
         slots = self.slots
-        if any(int(i) not in slots for i in ids):
-            for i in ids.tolist():
-                if i not in slots:
-                    slots[i] = self.free.pop() if self.free else len(slots)
+        found = [slots.get(i, -1) for i in ids.tolist()]
+        if -1 in found:
+            for j, i in enumerate(ids.tolist()):
+                if found[j] < 0:
+                    found[j] = slots[i] = self.free.pop() if self.free else len(slots)
             if len(slots) > len(self.side):
                 grow = max(len(slots), 2 * len(self.side))
                 self.side = np.concatenate([self.side, np.zeros(grow - len(self.side), np.int64)])
                 self.where = np.concatenate([self.where, np.zeros((grow - len(self.where), 2))])
-        return np.array([slots[int(i)] for i in ids], np.int64)
+        return np.array(found, np.int64)
 
     def _line(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
         if not len(sel):

@@ -1,6 +1,6 @@
 """Analytics, the ``analytics`` kind of the extension seam: stages between decoding and the sinks.
 
-Built-ins: ``track`` (ByteTrack over every stream; needs scipy, the ``analytics`` extra) and ``zones``
+Built-ins: ``track`` (ByteTrack over every stream; needs lap, the ``analytics`` extra) and ``zones``
 (zones and lines over tracked objects). Applications add theirs with ``register_analytics``; installed
 distributions through the ``edgefleet.analytics`` entry-point group (see ``_registry``). A pipeline config
 lists them as ``analytics: [{type: <key>, ...}, ...]``, applied in that order.

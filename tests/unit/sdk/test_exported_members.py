@@ -45,8 +45,10 @@ EXPECTED = {
     "SignatureError",
     "Sink",
     "SinkConfig",
+    "SinkContext",
     "SinkError",
     "Source",
+    "SourceConfig",
     "SourceError",
     "SourceSpec",
     "StageStats",
@@ -72,6 +74,8 @@ EXPECTED = {
     "register_analytics",
     "register_backend",
     "register_decoder",
+    "register_sink",
+    "register_source",
     "sign_manifest",
 }
 

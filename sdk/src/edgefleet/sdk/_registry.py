@@ -259,7 +259,7 @@ class Registry(Generic[C]):
             if not callable(target):
                 raise TypeError(f"{ep.value} is not a function (it must register the {self.kind})")
             target()
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:  # a library it needs is not installed (not a name it misspelt)
             hint = _install_hint(",".join(ep.extras) or None, dist) or f"install {exc.name or 'what it imports'}"
             # not a fault until a config asks for it (then this is its error): no warning on every start
             self._drop(ep.name, f"{origin} needs {exc.name or exc}, which is not installed: {hint}", logging.INFO)

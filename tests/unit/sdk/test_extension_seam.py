@@ -5,7 +5,6 @@ the key and the field, and a plugin whose library is missing drops out naming wh
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import shutil
 import threading
@@ -260,24 +259,9 @@ def test_analytics_hear_the_cutover_and_the_rollback_before_the_new_versions_res
 ) -> None:
     """A swap to a version whose decoder fails in its health window: cut-over to 2.0.0, then rollback
     to 1.0.0; every change announced before the first batch of the version it names."""
-    from edgefleet.sdk._decoders._detection import YoloDecoder, YoloParams
+    from tests.support.flaky import flaky_package
 
-    class Flaky(YoloDecoder):
-        def __init__(self, ctx: DecodeContext) -> None:
-            super().__init__(ctx.parse(YoloParams), ctx)
-            self.calls = itertools.count()
-
-        def decode(self, outputs: Any, transforms: Any) -> list[Decoded]:
-            if next(self.calls) >= 3:  # the gate's warm-up and two live batches go through
-                raise RuntimeError("decoder tripped on live outputs")
-            return super().decode(outputs, transforms)
-
-    register_decoder("test-flaky-yolo", Flaky, replace=True)
-    flaky = tmp_path / "flaky"
-    shutil.copytree(toy_models["yolo_v2"], flaky)
-    data = yaml.safe_load((flaky / "manifest.yaml").read_text())
-    data["decoder"]["type"] = "test-flaky-yolo"
-    (flaky / "manifest.yaml").write_text(yaml.safe_dump(data))
+    flaky = flaky_package(toy_models["yolo_v2"], tmp_path / "flaky")
     stage = Tagger(TaggerConfig())
     with Pipeline(toy_models["yolo"], STREAMS, max_batch=4, analytics=[stage]) as p:
         threading.Timer(0.6, lambda: p.swap_model(flaky, health_window_s=30.0)).start()

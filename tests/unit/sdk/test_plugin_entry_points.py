@@ -137,3 +137,31 @@ def test_the_agents_events_sink_says_it_needs_the_agent(tmp_path: Path) -> None:
     res = _edgefleet("run", "--config", str(config))
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "the events sink publishes through the agent's telemetry" in res.stderr
+
+
+def test_edgefleet_plugins_lists_every_kinds_entries_and_what_dropped_out() -> None:
+    res = _edgefleet("plugins", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {(r["kind"], r["type"]): r for r in json.loads(res.stdout)}
+    for kind, key in (("source", "example-ramp"), ("backend", "example-numpy"), ("decoder", "example-mean")):
+        assert "of edgefleet-example-plugin" in rows[kind, key]["from"]
+    assert ("sink", "example-csv") in rows and ("analytics", "example-debounce") in rows
+    assert rows["sink", "events"]["from"].endswith("of edgefleet-edge")
+    assert rows["backend", "onnxruntime"] == {
+        "kind": "backend",
+        "type": "onnxruntime",
+        "from": "built-in",
+        "extra": "cpu",
+    }
+    assert "pip install 'edgefleet-example-plugin[gpu]'" in rows["decoder", "example-gpu-only"]["unavailable"]
+
+
+def test_models_inspect_names_where_a_plugin_decoder_comes_from(tmp_path: Path) -> None:
+    pkg = numpy_package(tmp_path / "pkg")
+    info = json.loads(_edgefleet("models", "inspect", str(pkg), "--json", "--no-load").stdout)
+    assert info["decoder_built_in"] is False
+    assert "edgefleet_example_plugin.decoders:register of edgefleet-example-plugin" in info["decoder_from"]
+    manifest = pkg / "manifest.yaml"
+    manifest.write_text(manifest.read_text().replace("threshold: 0.9", "threshold: high"))
+    res = _edgefleet("models", "inspect", str(pkg), "--no-load")
+    assert res.returncode == 1 and "decoder (example-mean): threshold: Input should be a valid number" in res.stderr

@@ -46,19 +46,20 @@ from pydantic_core import PydanticCustomError
 from ._errors import EdgefleetError
 from ._validation import format_validation_error
 
-__all__ = ["Entry", "PluginConfig", "Registry", "registry"]
+__all__ = ["KINDS", "Entry", "PluginConfig", "Registry", "registry"]
 
 _log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 # Each kind's registry: the package that registers its built-ins (imported by registry(kind) on first
 # use) and the name it has there.
-_REGISTRIES = {
+_REGISTRIES: dict[str, tuple[str, str]] = {
     "source": ("edgefleet.sdk._sources", "SOURCES"),
     "backend": ("edgefleet.sdk._backends", "BACKENDS"),
     "decoder": ("edgefleet.sdk._decoders", "DECODERS"),
     "sink": ("edgefleet.sdk._sinks", "SINKS"),
     "analytics": ("edgefleet.sdk._analytics", "ANALYTICS"),
 }
+KINDS = tuple(_REGISTRIES)
 
 
 class PluginConfig(BaseModel):

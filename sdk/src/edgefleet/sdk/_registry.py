@@ -104,7 +104,7 @@ class Registry(Generic[C]):
         self._unavailable: dict[str, str] = {}
         self._lock = threading.RLock()
         self._plugins_loaded = False
-        self._loading: str | None = None  # the entry point being loaded: the origin of what it registers
+        self._loading = threading.local()  # .origin: the entry point this thread is loading (what it registers)
         self.validator = PlainValidator(self.coerce)
         """Use as ``Annotated[SerializeAsAny[Base], registry.validator]`` on a pydantic field of this kind."""
 
@@ -136,7 +136,7 @@ class Registry(Generic[C]):
             config,
             factory,
             extra,
-            self._loading or origin,
+            getattr(self._loading, "origin", None) or origin,
             dict(options or {}),
             TypeAdapter(cast(Any, dict.__class_getitem__((str, config)))),  # dict[str, config]
         )
@@ -254,7 +254,7 @@ class Registry(Generic[C]):
         if ep.name in self._entries:  # registered in-process first: that one wins
             _log.warning("a %s named %r is registered already; %s is not loaded", self.kind, ep.name, origin)
             return
-        self._loading = origin
+        self._loading.origin = origin
         try:
             target = ep.load()
             if not callable(target):
@@ -269,7 +269,7 @@ class Registry(Generic[C]):
             self._drop(ep.name, f"{origin} failed to load: {type(exc).__name__}: {exc}", logging.WARNING)
             return
         finally:
-            self._loading = None
+            self._loading.origin = None
         if ep.name not in self._entries:
             _log.warning("%s registered no %s named %r", origin, self.kind, ep.name)
 

@@ -52,8 +52,10 @@ EXPECTED = {
     "SignatureError",
     "Sink",
     "SinkConfig",
+    "SinkContext",
     "SinkError",
     "Source",
+    "SourceConfig",
     "SourceError",
     "SourceSpec",
     "StageStats",
@@ -79,6 +81,8 @@ EXPECTED = {
     "register_analytics",
     "register_backend",
     "register_decoder",
+    "register_sink",
+    "register_source",
     "sign_manifest",
 }
 

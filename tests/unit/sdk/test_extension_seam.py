@@ -5,7 +5,6 @@ the key and the field, and a plugin whose library is missing drops out naming wh
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import shutil
 import threading
@@ -40,10 +39,19 @@ from edgefleet.sdk import (
     PipelineConfig,
     PipelineError,
     Result,
+    Sink,
+    SinkConfig,
+    SinkContext,
+    Source,
+    SourceConfig,
+    SourceError,
+    SourceSpec,
     load_package,
     register_analytics,
     register_backend,
     register_decoder,
+    register_sink,
+    register_source,
 )
 from edgefleet.sdk._registry import Registry
 
@@ -251,24 +259,9 @@ def test_analytics_hear_the_cutover_and_the_rollback_before_the_new_versions_res
 ) -> None:
     """A swap to a version whose decoder fails in its health window: cut-over to 2.0.0, then rollback
     to 1.0.0; every change announced before the first batch of the version it names."""
-    from edgefleet.sdk._decoders._detection import YoloDecoder, YoloParams
+    from tests.support.flaky import flaky_package
 
-    class Flaky(YoloDecoder):
-        def __init__(self, ctx: DecodeContext) -> None:
-            super().__init__(ctx.parse(YoloParams), ctx)
-            self.calls = itertools.count()
-
-        def decode(self, outputs: Any, transforms: Any) -> list[Decoded]:
-            if next(self.calls) >= 3:  # the gate's warm-up and two live batches go through
-                raise RuntimeError("decoder tripped on live outputs")
-            return super().decode(outputs, transforms)
-
-    register_decoder("test-flaky-yolo", Flaky, replace=True)
-    flaky = tmp_path / "flaky"
-    shutil.copytree(toy_models["yolo_v2"], flaky)
-    data = yaml.safe_load((flaky / "manifest.yaml").read_text())
-    data["decoder"]["type"] = "test-flaky-yolo"
-    (flaky / "manifest.yaml").write_text(yaml.safe_dump(data))
+    flaky = flaky_package(toy_models["yolo_v2"], tmp_path / "flaky")
     stage = Tagger(TaggerConfig())
     with Pipeline(toy_models["yolo"], STREAMS, max_batch=4, analytics=[stage]) as p:
         threading.Timer(0.6, lambda: p.swap_model(flaky, health_window_s=30.0)).start()
@@ -287,6 +280,153 @@ def test_analytics_hear_the_cutover_and_the_rollback_before_the_new_versions_res
             serving = value.new_version
         else:
             assert set(value) == {serving}, "a batch of a version reached process() before its change"
+
+
+# --- sources ----------------------------------------------------------------------------------------
+class CounterConfig(SourceConfig):
+    type: Literal["test-counter"] = "test-counter"
+    n: int = 3
+    value: int = 0
+
+
+class CounterSource(Source):
+    """``n`` frames of grey ``value``, 32x24."""
+
+    def __init__(self, config: CounterConfig, spec: SourceSpec) -> None:
+        super().__init__(spec)
+        self.config, self.i = config, 0
+
+    def open(self) -> None:
+        self.i = 0
+
+    def frame_shape(self) -> tuple[int, int] | None:
+        return (24, 32)
+
+    def read(self, out: np.ndarray | None) -> np.ndarray | None:
+        if self.i >= self.config.n:
+            return None
+        self.i += 1
+        image = out if out is not None else np.empty((24, 32, 3), np.uint8)
+        image[:] = self.config.value
+        return image
+
+    def close(self) -> None:
+        pass
+
+
+def _counter_fields(text: str) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    if text.endswith(".counter"):
+        return {"n": text.removesuffix(".counter").rpartition("/")[2]}
+    return dict(parse_qsl(text.partition("?")[2]))
+
+
+def _register_counter() -> None:
+    register_source(
+        "test-counter",
+        CounterConfig,
+        CounterSource,
+        replace=True,
+        prefixes=("count:",),
+        match=lambda text: text.endswith(".counter"),
+        parse=_counter_fields,
+    )
+
+
+def test_a_registered_source_takes_its_strings_and_its_mappings(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk import parse_source
+
+    _register_counter()
+    spec = parse_source("c0=COUNT:?n=2&value=7", 5)
+    assert (spec.kind, spec.stream_id, spec.live) == ("test-counter", "c0", False)
+    assert isinstance(spec.config, CounterConfig) and (spec.config.n, spec.config.value) == (2, 7)
+    assert parse_source("clips/4.counter").kind == "test-counter"  # its predicate before the file fallback
+    sources = ["a=count:?n=2", {"type": "test-counter", "id": "b", "n": 3}, CounterConfig(id="c", n=1)]
+    with Pipeline(toy_models["yolo"], sources) as p:
+        per_stream = Counter(r.stream_id for r in p.results())
+    assert per_stream == Counter({"a": 2, "b": 3, "c": 1})
+    with pytest.raises(SourceError, match=r"count:\?n=many: option n must be an integer, got 'many'"):
+        parse_source("count:?n=many")
+    with pytest.raises(
+        SourceError, match=r"unknown option colour for a test-counter source \(known: live, loop, n, queue"
+    ):
+        parse_source("count:?colour=red")
+
+
+def test_source_mappings_validate_as_a_discriminated_union(toy_models: dict[str, Path]) -> None:
+    def pipeline(*sources: Any) -> Pipeline:
+        return Pipeline(toy_models["yolo"], list(sources))
+
+    with pytest.raises(ConfigError, match=r"sources\.1 \(network\): url: Field required"):
+        pipeline("synthetic:", {"type": "network"})
+    with pytest.raises(ConfigError, match=r"sources\.0 \(network\): transport: Input should be 'tcp'"):
+        pipeline({"type": "network", "url": "rtsp://10.0.0.5/x", "transport": "pigeon"})
+    with pytest.raises(ConfigError, match=r"sources\.0 \(network\): url: Value error, rtsp://admin:\*\*\*@: no host"):
+        pipeline({"type": "network", "url": "rtsp://admin:s3cret@"})
+    with pytest.raises(ConfigError, match=r"sources\.0: unknown source 'webcam' \(known: .*network.*synthetic"):
+        pipeline({"type": "webcam"})
+    with pytest.raises(ConfigError, match=r"sources\.0 \(synthetic\): fps: Input should be less than 10000"):
+        pipeline({"type": "synthetic", "fps": 20000})
+    spec = pipeline({"type": "network", "id": "cam1", "url": "rtsp://10.0.0.5/x", "transport": "udp"}).specs[0]
+    assert (spec.stream_id, spec.kind, spec.live, spec.uri) == ("cam1", "network", True, "rtsp://10.0.0.5/x")
+
+
+def test_a_source_prefix_belongs_to_one_kind() -> None:
+    class Other(SourceConfig):
+        type: Literal["test-other"] = "test-other"
+
+    with pytest.raises(SourceError, match=r"prefix 'rtsp://' is taken by source 'network'"):
+        register_source("test-other", Other, CounterSource, prefixes=("RTSP://",), parse=dict)
+    with pytest.raises(SourceError, match="need the parse function"):
+        register_source("test-other", Other, CounterSource, prefixes=("other:",))
+
+
+# --- sinks ------------------------------------------------------------------------------------------
+class ListConfig(SinkConfig):
+    type: Literal["test-list"] = "test-list"
+    bucket: str
+
+
+BUCKETS: dict[str, list[tuple[str, Any]]] = {}
+
+
+class ListSink(Sink):
+    def __init__(self, config: ListConfig, ctx: SinkContext) -> None:
+        self.items = BUCKETS.setdefault(config.bucket, [])
+        self.items.append(("ctx", (ctx.pipeline, ctx.stream_ids, dict(ctx.services))))
+
+    def write(self, result: Result, frame: Any) -> None:
+        self.items.append(("result", (result.stream_id, result.sequence)))
+
+
+def test_a_registered_sink_is_built_from_its_config_with_the_pipelines_context(toy_models: dict[str, Path]) -> None:
+    register_sink("test-list", ListConfig, ListSink, replace=True)
+    config = PipelineConfig.model_validate(
+        {
+            "model": str(toy_models["yolo"]),
+            "sources": ["a=synthetic:?width=64&height=48&frames=2", "b=synthetic:?width=64&height=48&frames=2"],
+            "sinks": [{"type": "test-list", "bucket": "one"}],
+        }
+    )
+    Pipeline.from_config(config, name="lobby", services={"clock": "wall"}, on_result=lambda r: None).run()
+    (ctx, *results) = BUCKETS["one"]
+    assert ctx == ("ctx", ("lobby", ("a", "b"), {"clock": "wall"}))
+    assert sorted(v for _, v in results) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
+def test_sink_configs_validate_as_a_discriminated_union(toy_models: dict[str, Path]) -> None:
+    def pipeline(*sinks: Any) -> Pipeline:
+        return Pipeline(toy_models["yolo"], ["synthetic:"], sinks=list(sinks))
+
+    with pytest.raises(ConfigError, match=r"sinks\.0 \(jsonl\): path: Field required"):
+        pipeline({"type": "jsonl"})
+    with pytest.raises(ConfigError, match=r"sinks\.1 \(video\): fps: Input should be greater than 0"):
+        pipeline({"type": "jsonl", "path": "a.jsonl"}, {"type": "video", "path": "a.mp4", "fps": 0})
+    with pytest.raises(ConfigError, match=r"sinks\.0: unknown sink 'kafka' \(known: .*jsonl.*video"):
+        pipeline({"type": "kafka"})
+    with pytest.raises(ConfigError, match=r"sinks must be a list of sinks"):
+        Pipeline(toy_models["yolo"], ["synthetic:"], sinks={"type": "jsonl"})  # type: ignore[arg-type]
 
 
 # --- backends ---------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from ._backends import TensorRTConfig as TensorRTConfig
 from ._backends import TensorSpec as TensorSpec
 from ._backends import register_backend as register_backend
 from ._config import PipelineConfig as PipelineConfig
-from ._config import SinkConfig as SinkConfig
 from ._config import load_pipeline_config as load_pipeline_config
 from ._decoders import DecodeContext as DecodeContext
 from ._decoders import Decoded as Decoded
@@ -64,10 +63,15 @@ from ._signing import sign_manifest as sign_manifest
 from ._sinks import CallbackSink as CallbackSink
 from ._sinks import JsonlSink as JsonlSink
 from ._sinks import Sink as Sink
+from ._sinks import SinkConfig as SinkConfig
+from ._sinks import SinkContext as SinkContext
 from ._sinks import VideoSink as VideoSink
+from ._sinks import register_sink as register_sink
 from ._sources import Source as Source
+from ._sources import SourceConfig as SourceConfig
 from ._sources import SourceSpec as SourceSpec
 from ._sources import parse_source as parse_source
+from ._sources import register_source as register_source
 from ._sparse import BoxCandidates as BoxCandidates
 from ._sparse import CandidateFilter as CandidateFilter
 from ._sparse import CandidateRows as CandidateRows

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, ValidationError, field_validator
 
 from ._analytics import ANALYTICS, AnalyticsConfig
 from ._backends import BACKENDS, BackendConfig, OnnxRuntimeConfig, TensorRTConfig
 from ._errors import ConfigError
+from ._sinks import SINKS, SinkConfig
+from ._sources import SOURCES, SourceConfig
 from ._validation import format_validation_error
 
 __all__ = [
@@ -31,16 +33,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # "should be a finite number"
 
 
-class SinkConfig(_Strict):
-    type: Literal["jsonl", "video"]
-    path: Path
+def _source(value: object) -> str | SourceConfig:
+    """A source string stays a string (parsed when the pipeline is made); anything else is a source config."""
+    return value if isinstance(value, str) else SOURCES.coerce(value)
+
+
+SourceItem = Annotated[str | SerializeAsAny[SourceConfig], PlainValidator(_source)]
+"""A source string (``rtsp://...``, ``clip.mp4``) or a source config (``{type: network, url: ...}``)."""
 
 
 class PipelineConfig(_Strict):
     """Everything a pipeline needs. Example (YAML)::
 
     model: models/nanodet-m
-    sources: [models/media/vtest-300.mp4, "cam1=rtsp://user:pass@10.0.0.5/stream"]
+    sources: [models/media/vtest-300.mp4, "cam1=rtsp://user:pass@10.0.0.5/stream",
+              {type: network, id: cam2, url: "rtsp://10.0.0.6/stream", transport: udp}]
     device: cpu
     max_batch: 4
     sinks: [{type: jsonl, path: out.jsonl}]
@@ -48,7 +55,7 @@ class PipelineConfig(_Strict):
     """
 
     model: Path
-    sources: tuple[str, ...] = Field(min_length=1)
+    sources: tuple[SourceItem, ...] = Field(min_length=1, description="Source strings or {type: ...} mappings")
     device: str = Field("cpu", description="cpu, cuda:N, cuda:GPU-<uuid> or cuda:MIG-<uuid>")
     backend: Annotated[SerializeAsAny[BackendConfig], BACKENDS.validator] = Field(
         default_factory=OnnxRuntimeConfig,
@@ -59,7 +66,9 @@ class PipelineConfig(_Strict):
     score_threshold: float | None = Field(None, ge=0, le=1, description="Overrides the manifest's")
     iou_threshold: float | None = Field(None, ge=0, le=1)
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
-    sinks: tuple[SinkConfig, ...] = ()
+    sinks: tuple[Annotated[SerializeAsAny[SinkConfig], SINKS.validator], ...] = Field(
+        (), description="Where results go: {type: jsonl|video|<plugin>, ...}"
+    )
     analytics: tuple[Annotated[SerializeAsAny[AnalyticsConfig], ANALYTICS.validator], ...] = Field(
         (), description="Analytics stages between decoding and the sinks, applied in this order"
     )

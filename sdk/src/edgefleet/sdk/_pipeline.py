@@ -29,7 +29,7 @@ from ._analytics import AnalyticsConfig, AnalyticsStage
 from ._analytics._runner import AnalyticsRunner
 from ._backends import BackendConfig, OnnxRuntimeConfig
 from ._batcher import Batcher
-from ._config import PipelineConfig, SinkConfig
+from ._config import PipelineConfig
 from ._delivery import ResultStage, model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._flow import END, Batch, Flow
@@ -38,9 +38,9 @@ from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
-from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
+from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
-from ._sources import SourceSpec, create_source, parse_source
+from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
 from ._stages import BatchStage, InferStage
 from ._swap import SwapEvent, Swapper, SwapReport
@@ -70,13 +70,13 @@ class Pipeline:
     def __init__(
         self,
         model: str | os.PathLike[str] | ModelPackage,
-        sources: Sequence[str | SourceSpec],
+        sources: Sequence[str | SourceSpec | SourceConfig | Mapping[str, Any]],
         *,
         device: str = "cpu",
         backend: BackendConfig | Mapping[str, Any] | None = None,
         max_batch: int = 1,
         batch_timeout_ms: float = 10.0,
-        sinks: Sequence[Sink] = (),
+        sinks: Sequence[Sink | SinkConfig | Mapping[str, Any]] = (),
         analytics: Sequence[AnalyticsStage | AnalyticsConfig | Mapping[str, Any]] = (),
         on_result: Callable[[Result], Any] | None = None,
         score_threshold: float | None = None,
@@ -86,11 +86,13 @@ class Pipeline:
         infer_workers: int | None = None,
         result_queue: int = 256,
         frame_upload: bool = False,
+        name: str = "default",
+        services: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(sources, (str, SourceSpec)) or not isinstance(sources, Sequence):
+        if isinstance(sources, (str, SourceSpec, SourceConfig, Mapping)) or not isinstance(sources, Sequence):
             raise ConfigError(f"sources must be a list of sources, got {type(sources).__name__} (wrap one in [...])")
-        if isinstance(sinks, Sink) or not isinstance(sinks, Sequence) or not all(isinstance(k, Sink) for k in sinks):
-            raise ConfigError("sinks must be a list of Sink objects (JsonlSink(path), VideoSink(path), ...)")
+        if isinstance(sinks, (Sink, Mapping, str)) or not isinstance(sinks, Sequence):
+            raise ConfigError("sinks must be a list of sinks (JsonlSink(path), {type: jsonl, path: ...}, ...)")
         if isinstance(analytics, (AnalyticsStage, Mapping, str)) or not isinstance(analytics, Sequence):
             raise ConfigError(f"analytics must be a list of stages or configs, got {type(analytics).__name__}")
         if not isinstance(model, (str, os.PathLike, ModelPackage)):
@@ -99,7 +101,7 @@ class Pipeline:
             raise ConfigError(f"result_queue must be an integer >= 1 (a bounded queue), got {result_queue!r}")
         self.config = _validate_args(
             model=Path(model.root if isinstance(model, ModelPackage) else model),
-            sources=tuple(s if isinstance(s, str) else s.uri for s in sources),
+            sources=tuple((s.config or s.uri) if isinstance(s, SourceSpec) else s for s in sources),
             device=device,
             backend=backend or OnnxRuntimeConfig(),
             max_batch=max_batch,
@@ -111,15 +113,19 @@ class Pipeline:
             infer_workers=infer_workers,
             frame_upload=frame_upload,
             analytics=tuple(a for a in analytics if not isinstance(a, AnalyticsStage)),
+            sinks=tuple(k for k in sinks if not isinstance(k, Sink)),
         )
+        cfg_sources = self.config.sources  # validated: mappings are source configs now
         configs = iter(self.config.analytics)  # validated, in the order given, between the app's own stages
         self._analytics = [a if isinstance(a, AnalyticsStage) else next(configs) for a in analytics]
         self._package_arg = model
-        self._specs = [s if isinstance(s, SourceSpec) else parse_source(s, i) for i, s in enumerate(sources)]
+        self._specs = [_spec(given, item, i) for i, (given, item) in enumerate(zip(sources, cfg_sources, strict=True))]
         ids = [s.stream_id for s in self._specs]
         if len(set(ids)) != len(ids):
             raise EdgefleetError(f"stream ids must be unique, got {ids}")
-        self._sinks: list[Sink] = list(sinks)
+        ctx = SinkContext(name, tuple(ids), dict(services or {}))
+        sink_configs = iter(self.config.sinks)  # validated, in the order given, between the app's own sinks
+        self._sinks: list[Sink] = [k if isinstance(k, Sink) else build_sink(next(sink_configs), ctx) for k in sinks]
         if on_result is not None:
             self._sinks.insert(0, CallbackSink(on_result))
         # Sinks that draw into the frame run last, after every other sink has seen it.
@@ -161,9 +167,12 @@ class Pipeline:
         *,
         on_result: Callable[[Result], Any] | None = None,
         sinks: Sequence[Sink] = (),
+        name: str = "default",
+        services: Mapping[str, Any] | None = None,
     ) -> Pipeline:
-        """Build a pipeline from a validated :class:`PipelineConfig` (for example a YAML file's)."""
-        built: list[Sink] = list(sinks) + [_sink_from_config(s, len(config.sources) > 1) for s in config.sinks]
+        """Build a pipeline from a validated :class:`PipelineConfig` (for example a YAML file's): ``sinks``
+        come before the config's; ``name`` and ``services`` are what its sinks' factories are told
+        (:class:`~edgefleet.sdk._sinks.SinkContext`)."""
         return cls(
             config.model,
             list(config.sources),
@@ -171,7 +180,7 @@ class Pipeline:
             backend=config.backend,
             max_batch=config.max_batch,
             batch_timeout_ms=config.batch_timeout_ms,
-            sinks=built,
+            sinks=[*sinks, *config.sinks],
             analytics=list(config.analytics),
             on_result=on_result,
             score_threshold=config.score_threshold,
@@ -180,6 +189,8 @@ class Pipeline:
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             frame_upload=config.frame_upload,
+            name=name,
+            services=services,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -540,14 +551,14 @@ def _backend_for_workers(config: PipelineConfig, workers: int) -> BackendConfig:
     return backend
 
 
+def _spec(given: object, validated: str | SourceConfig, index: int) -> SourceSpec:
+    if isinstance(given, SourceSpec):
+        return given
+    return SOURCES.spec(validated, index) if isinstance(validated, SourceConfig) else parse_source(validated, index)
+
+
 def _validate_args(**kwargs: Any) -> PipelineConfig:
     try:
         return PipelineConfig(**kwargs)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "pipeline")) from None
-
-
-def _sink_from_config(cfg: SinkConfig, multi_stream: bool) -> Sink:
-    if cfg.type == "jsonl":
-        return JsonlSink(cfg.path)
-    return VideoSink(cfg.path, multi_stream=multi_stream)

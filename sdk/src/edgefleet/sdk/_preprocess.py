@@ -12,7 +12,7 @@ from ._manifest import InputSpec
 from ._transform import Transform, compute_transform
 
 if TYPE_CHECKING:
-    from ._backends import InputBuffer
+    from ._buffer import InputBuffer
     from ._metrics import CopyCounter
 
 __all__ = ["CpuPreprocessor", "Preprocessor", "Transform", "compute_transform", "make_preprocessor"]

@@ -46,19 +46,20 @@ from pydantic_core import PydanticCustomError
 from ._errors import EdgefleetError
 from ._validation import format_validation_error
 
-__all__ = ["Entry", "PluginConfig", "Registry", "registry"]
+__all__ = ["KINDS", "Entry", "PluginConfig", "Registry", "registry"]
 
 _log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 # Each kind's registry: the package that registers its built-ins (imported by registry(kind) on first
 # use) and the name it has there.
-_REGISTRIES = {
+_REGISTRIES: dict[str, tuple[str, str]] = {
     "source": ("edgefleet.sdk._sources", "SOURCES"),
     "backend": ("edgefleet.sdk._backends", "BACKENDS"),
     "decoder": ("edgefleet.sdk._decoders", "DECODERS"),
     "sink": ("edgefleet.sdk._sinks", "SINKS"),
     "analytics": ("edgefleet.sdk._analytics", "ANALYTICS"),
 }
+KINDS = tuple(_REGISTRIES)
 
 
 class PluginConfig(BaseModel):
@@ -103,7 +104,7 @@ class Registry(Generic[C]):
         self._unavailable: dict[str, str] = {}
         self._lock = threading.RLock()
         self._plugins_loaded = False
-        self._loading: str | None = None  # the entry point being loaded: the origin of what it registers
+        self._loading = threading.local()  # .origin: the entry point this thread is loading (what it registers)
         self.validator = PlainValidator(self.coerce)
         """Use as ``Annotated[SerializeAsAny[Base], registry.validator]`` on a pydantic field of this kind."""
 
@@ -135,7 +136,7 @@ class Registry(Generic[C]):
             config,
             factory,
             extra,
-            self._loading or origin,
+            getattr(self._loading, "origin", None) or origin,
             dict(options or {}),
             TypeAdapter(cast(Any, dict.__class_getitem__((str, config)))),  # dict[str, config]
         )
@@ -253,13 +254,13 @@ class Registry(Generic[C]):
         if ep.name in self._entries:  # registered in-process first: that one wins
             _log.warning("a %s named %r is registered already; %s is not loaded", self.kind, ep.name, origin)
             return
-        self._loading = origin
+        self._loading.origin = origin
         try:
             target = ep.load()
             if not callable(target):
                 raise TypeError(f"{ep.value} is not a function (it must register the {self.kind})")
             target()
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:  # a library it needs is not installed (not a name it misspelt)
             hint = _install_hint(",".join(ep.extras) or None, dist) or f"install {exc.name or 'what it imports'}"
             # not a fault until a config asks for it (then this is its error): no warning on every start
             self._drop(ep.name, f"{origin} needs {exc.name or exc}, which is not installed: {hint}", logging.INFO)
@@ -268,7 +269,7 @@ class Registry(Generic[C]):
             self._drop(ep.name, f"{origin} failed to load: {type(exc).__name__}: {exc}", logging.WARNING)
             return
         finally:
-            self._loading = None
+            self._loading.origin = None
         if ep.name not in self._entries:
             _log.warning("%s registered no %s named %r", origin, self.kind, ep.name)
 

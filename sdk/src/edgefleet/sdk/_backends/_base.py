@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._buffer import InputBuffer
 from .._errors import BackendError
 from .._registry import PluginConfig, Registry
 from .._sparse import CandidateFilter
@@ -37,20 +38,6 @@ class TensorSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
-
-
-@dataclass
-class InputBuffer:
-    """A preallocated input batch owned by a backend.
-
-    ``array`` is where preprocessing writes, one row per frame: a host numpy array for CPU inference, or a
-    device array (``__cuda_array_interface__``) for GPU backends. ``capacity`` rows exist.
-    """
-
-    array: Any
-    capacity: int
-    device: str = "cpu"
-    handle: Any = None  # backend-private (bindings, device pointers)
 
 
 class Backend(ABC):

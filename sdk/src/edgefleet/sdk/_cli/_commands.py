@@ -1,4 +1,4 @@
-"""Commands the SDK contributes: ``run``, ``bench`` and ``models inspect``."""
+"""Commands the SDK contributes: ``run``, ``bench``, ``plugins`` and ``models inspect``."""
 
 from __future__ import annotations
 
@@ -82,6 +82,16 @@ def register(cli: Cli) -> None:
             as_json=as_json,
             out=out,
         )
+
+    @app.command("plugins")
+    def plugins(
+        as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout")] = False,
+    ) -> None:
+        """List every kind's entries (sources, backends, decoders, sinks, analytics): where each comes
+        from, the extra it needs, and the installed plugins that dropped out and why."""
+        from ._plugins import plugins_command
+
+        plugins_command(as_json=as_json)
 
     models = cli.group("models", "Model packages: inspect locally; push/ls with a controller.")
 

@@ -25,7 +25,7 @@ from ._nvtx import nvtx_range
 from ._runtime import Stream, check, cudart, parse_device, use_device
 
 if TYPE_CHECKING:
-    from .._backends import InputBuffer
+    from .._buffer import InputBuffer
     from .._metrics import CopyCounter
 
 __all__ = ["GpuPreprocessor", "ROW_DTYPE"]

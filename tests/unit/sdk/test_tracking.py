@@ -5,6 +5,7 @@ ages, states, ended tracks, many streams in one batch, tracks across a model cha
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
-from edgefleet.sdk import ModelChange
+from edgefleet.sdk import AnalyticsStage, ModelChange
 from edgefleet.sdk._analytics._assign import iou_pairs, match
 from edgefleet.sdk._analytics._bytetrack import ByteTracker, FrameDetections, TrackerParams
 from edgefleet.sdk._analytics._kalman import KalmanBoxes
@@ -343,3 +344,75 @@ def test_without_lap_the_track_stage_names_the_extra(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "lap", None)  # what a missing library looks like to import
     with pytest.raises(ConfigError, match=r"tracking needs lap: pip install 'edgefleet-sdk\[analytics\]'"):
         TrackStage(TrackConfig())
+
+
+# --- in a running pipeline, across real hot swaps (toy ONNX models: the same boxes on every frame) ----
+
+
+class _Recorder(AnalyticsStage):
+    """An application's own stage, after ``track``: it sees tracked detections and the model changes."""
+
+    def __init__(self) -> None:
+        self.changes: list[ModelChange] = []
+        self.tracked = 0
+
+    def process(self, results: list[Result]) -> list[Result]:
+        self.tracked += sum(d.track_id is not None for r in results for d in r.detections)
+        return results
+
+    def on_model_change(self, change: ModelChange) -> None:
+        self.changes.append(change)
+
+
+def _swap_run(first: Path, second: Path) -> tuple[dict[str, list[Result]], _Recorder]:
+    import threading
+    from collections import defaultdict
+
+    from edgefleet.sdk import Pipeline
+
+    recorder = _Recorder()
+    streams = [f"cam{i}=synthetic:?width=320&height=240&fps=30&frames=90&live=false" for i in range(2)]
+    out: dict[str, list[Result]] = defaultdict(list)
+    with Pipeline(first, streams, max_batch=2, analytics=[TrackConfig(), recorder]) as p:
+        swapper = None
+        for r in p.results(timeout=60):
+            out[r.stream_id].append(r)
+            if swapper is None and r.sequence == 30:
+                swapper = threading.Thread(target=p.swap_model, args=(second,), kwargs={"health_window_s": 0.0})
+                swapper.start()
+        assert swapper is not None
+        swapper.join(30)
+    return out, recorder
+
+
+def test_a_swap_to_a_model_with_none_of_the_old_labels_ends_every_track(toy_models: dict[str, Path]) -> None:
+    per_stream, recorder = _swap_run(toy_models["yolo"], toy_models["yolo_v2"])  # person, car, dog -> a..e
+    assert [(c.kind, c.old_version, c.new_version) for c in recorder.changes] == [("cutover", "1.0.0", "2.0.0")]
+    assert recorder.tracked > 0
+    for rs in per_stream.values():
+        cut = next(i for i, r in enumerate(rs) if r.model_version == "2.0.0")
+        before = {(d.label, d.track_id) for r in rs[cut - 5 : cut] for d in r.detections if d.track_id}
+        assert {lb for lb, _ in before} == {"person", "car"}
+        assert sorted((e.label, e.reason) for e in rs[cut].ended_tracks) == [
+            ("car", "class_gone"),
+            ("person", "class_gone"),
+        ]
+        after = {(d.label, d.track_id) for r in rs[cut + 5 :] for d in r.detections if d.track_id}
+        assert {lb for lb, _ in after} == {"a", "b"}
+        assert min(i for _, i in after) > max(i for _, i in before)  # new tracks, new ids: none reused
+
+
+def test_a_swap_to_another_input_size_with_the_same_labels_keeps_every_id(
+    toy_models: dict[str, Path], tmp_path: Path
+) -> None:
+    from tests.support.onnx_models import yolo_package
+
+    # same labels, another input size; its constant head puts the boxes at the same places in the frame
+    boxes = [(48.0, 48.0, 24.0, 24.0, 0, 0.9), (49.5, 48.0, 24.0, 24.0, 0, 0.8), (15.0, 15.0, 12.0, 12.0, 1, 0.7)]
+    bigger = yolo_package(tmp_path / "v2", version="2.0.0", size=96, boxes=boxes)
+    per_stream, _ = _swap_run(toy_models["yolo"], bigger)
+    for rs in per_stream.values():
+        cut = next(i for i, r in enumerate(rs) if r.model_version == "2.0.0")
+        ids = [{(d.label, d.track_id) for d in r.detections if d.track_id} for r in rs[2:]]
+        assert all(x == ids[0] for x in ids) and ids[0], ids[0]  # the same ids before and after the cut
+        assert not rs[cut].ended_tracks

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
 from edgefleet.sdk import AnalyticsStage, ModelChange
-from edgefleet.sdk._analytics._assign import iou_pairs, match
+from edgefleet.sdk._analytics._assign import _match_sparse, iou_pairs, match
 from edgefleet.sdk._analytics._bytetrack import ByteTracker, FrameDetections, TrackerParams
 from edgefleet.sdk._analytics._kalman import KalmanBoxes
 from edgefleet.sdk._analytics._track import TrackConfig, TrackStage
@@ -111,8 +111,10 @@ def test_grouped_sparse_matching_equals_one_dense_assignment_per_group(
     db = db[rng.permutation(len(db))]
     tg, dg = rng.integers(0, n_groups, n_t), rng.integers(0, n_groups, len(db))
     scores = rng.uniform(0.1, 1.0, len(db))
-    mt, md = match(tb, tg, db, dg, 0.8, scores)
+    mt, md = match(tb, tg, db, dg, 0.8, scores)  # the dense path at these sizes
     got = sorted(zip(mt.tolist(), md.tolist(), strict=True))
+    st, sd = _match_sparse(tb, tg, db, dg, 0.8, scores)  # the pair lists many streams take
+    assert sorted(zip(st.tolist(), sd.tolist(), strict=True)) == got
     assert len({t for t, _ in got}) == len(got) and len({d for _, d in got}) == len(got)
     # reference: per group, the full cost matrix, invalid pairs priced out, thresholded afterwards
     want_cost = 0.0

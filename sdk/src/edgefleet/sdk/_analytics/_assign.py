@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["group_pairs", "iou_pairs", "match", "solver"]
+__all__ = ["group_pairs", "iou_dense", "iou_pairs", "match", "solver"]
 
 _INVALID = 1e6  # cost of a pair over the threshold inside a group's dense matrix
+_DENSE_MAX = 8192  # up to this many (track, detection) pairs, one dense matrix beats pair lists
 
 
 def solver() -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -58,6 +59,17 @@ def group_pairs(track_groups: np.ndarray, det_groups: np.ndarray) -> tuple[np.nd
     return ti, di
 
 
+def iou_dense(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) IoU of every box of a with every box of b."""
+    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.clip(iw, 0.0, None) * np.clip(ih, 0.0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.asarray(inter / np.where(union > 0, union, np.inf))
+
+
 def iou_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of a[i] with b[i] for (N, 4) x1, y1, x2, y2 boxes."""
     iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
@@ -82,6 +94,20 @@ def match(
 
     Returns (track indices, detection indices) of the matches, each index at most once.
     """
+    if len(track_groups) * len(det_groups) <= _DENSE_MAX:
+        return _match_dense(track_boxes, track_groups, det_boxes, det_groups, max_cost, det_scores)
+    return _match_sparse(track_boxes, track_groups, det_boxes, det_groups, max_cost, det_scores)
+
+
+def _match_sparse(
+    track_boxes: np.ndarray,
+    track_groups: np.ndarray,
+    det_boxes: np.ndarray,
+    det_groups: np.ndarray,
+    max_cost: float,
+    det_scores: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`match` on lists of the pairs within groups: for many streams or objects at once."""
     ti, di = group_pairs(track_groups, det_groups)
     if len(ti) > 64:  # most pairs of a crowded group do not touch: drop them on one coordinate first
         near = (track_boxes[ti, 0] < det_boxes[di, 2]) & (det_boxes[di, 0] < track_boxes[ti, 2])
@@ -118,3 +144,35 @@ def match(
             out_t.append(rows[r[ok]])
             out_d.append(cols[c[ok]])
     return np.concatenate(out_t), np.concatenate(out_d)
+
+
+def _match_dense(
+    track_boxes: np.ndarray,
+    track_groups: np.ndarray,
+    det_boxes: np.ndarray,
+    det_groups: np.ndarray,
+    max_cost: float,
+    det_scores: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`match` on one (tracks, detections) matrix: fewer numpy calls when both are few."""
+    empty = np.zeros(0, np.int64)
+    if len(track_groups) == 0 or len(det_groups) == 0:
+        return empty, empty
+    sim = iou_dense(track_boxes, det_boxes)
+    if det_scores is not None:
+        sim = sim * det_scores[None, :]
+    cost = 1.0 - sim
+    valid = (cost <= max_cost) & (track_groups[:, None] == det_groups[None, :])
+    t_deg = valid.sum(axis=1)
+    d_deg = valid.sum(axis=0)
+    alone = valid & (t_deg == 1)[:, None] & (d_deg == 1)[None, :]
+    mt, md = np.nonzero(alone)
+    rest = valid & ~alone
+    if not rest.any():
+        return mt.astype(np.int64), md.astype(np.int64)
+    rows = np.flatnonzero(rest.any(axis=1))
+    cols = np.flatnonzero(rest.any(axis=0))
+    sub = np.where(rest[np.ix_(rows, cols)], cost[np.ix_(rows, cols)], _INVALID)  # groups apart stay apart
+    r, c = solver()(sub)
+    ok = sub[r, c] <= max_cost
+    return np.concatenate([mt, rows[r[ok]]]).astype(np.int64), np.concatenate([md, cols[c[ok]]]).astype(np.int64)

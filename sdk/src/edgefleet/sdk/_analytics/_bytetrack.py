@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._assign import group_pairs, iou_pairs, match
+from ._assign import group_pairs, iou_dense, iou_pairs, match
 from ._kalman import KalmanBoxes, xyxy_to_xyah
 
 __all__ = ["ByteTracker", "FrameDetections", "FrameTracks", "TrackEnd", "TrackerParams"]
@@ -400,7 +400,12 @@ class ByteTracker:
             return lost
         on = np.flatnonzero(det_track >= 0)
         on = on[t.state[det_track[on]] == TRACKED]
-        li, di = group_pairs(t.stream[lost] * b.width + t.cls[lost], b.group[on])
+        lost_group = t.stream[lost] * b.width + t.cls[lost]
+        if len(lost) * len(on) <= 8192:
+            same = lost_group[:, None] == b.group[on][None, :]
+            over = (iou_dense(t.kf.boxes(lost), b.boxes[on]) > _DUPLICATE_IOU) & same
+            return np.asarray(lost[over.any(axis=1)])
+        li, di = group_pairs(lost_group, b.group[on])
         if len(li) == 0:
             return li
         iou = iou_pairs(t.kf.boxes(lost[li]), b.boxes[on[di]])

@@ -44,7 +44,7 @@ def _crowd(n_dupes: int, n_distinct: int) -> np.ndarray:
 
 def _yolo(toy_models: dict[str, Path], **params: object) -> YoloDecoder:
     pkg = load_package(toy_models["yolo"])
-    return YoloDecoder(DecodeContext(dict(params), pkg.manifest, ("a", "b", "c"), ("output0",)))
+    return YoloDecoder(YoloParams(**params), DecodeContext(dict(params), pkg.manifest, ("a", "b", "c"), ("output0",)))
 
 
 def test_every_candidate_up_to_30000_reaches_nms(toy_models: dict[str, Path]) -> None:
@@ -113,12 +113,19 @@ def test_detection_dict_carries_mask_and_keypoints() -> None:
     from edgefleet.sdk import Detection, Keypoint, Mask
 
     d = Detection(
-        (1, 2, 3, 4), 0.5, 0, "person", Mask(polygons=((1.0, 2.0, 3.0, 4.0, 5.0, 6.0),)), (Keypoint(1, 2, 0.9),)
+        (1, 2, 3, 4),
+        0.5,
+        0,
+        "person",
+        mask=Mask(polygons=((1.0, 2.0, 3.0, 4.0, 5.0, 6.0),)),
+        keypoints=(Keypoint(1, 2, 0.9),),
     )
     assert d.to_dict()["mask"] == {"polygons": [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]}
     assert d.to_dict()["keypoints"] == [[1.0, 2.0, 0.9]]
     rle = Mask(counts=(3, 2, 1), size=(2, 3))
-    assert Detection((0, 0, 1, 1), 1.0, 0, "x", rle).to_dict()["mask"] == {"rle": {"size": [2, 3], "counts": [3, 2, 1]}}
+    assert Detection((0, 0, 1, 1), 1.0, 0, "x", mask=rle).to_dict()["mask"] == {
+        "rle": {"size": [2, 3], "counts": [3, 2, 1]}
+    }
     assert rle.area == 2
 
 

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from .._preprocess import Transform
 from .._results import Mask
+from .._transform import Transform
 
 __all__ = ["box_masks", "mask_polygons", "mask_rle"]
 

@@ -10,19 +10,19 @@ when D is 3, a visibility already sigmoid-ed). Candidates, NMS and limits are th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from .._errors import DecoderError
-from .._preprocess import Transform
 from .._results import Keypoint, Mask
+from .._transform import Transform
 from ._base import Decoded
 from ._detection import YoloDecoder, YoloParams, _finish
 from ._masks import box_masks, mask_polygons, mask_rle
 
-__all__ = ["COCO_SKELETON", "YoloPoseDecoder", "YoloSegDecoder"]
+__all__ = ["COCO_SKELETON", "YoloPoseDecoder", "YoloPoseParams", "YoloSegDecoder", "YoloSegParams"]
 
 #: the 17 COCO keypoints' limbs (1-based keypoint numbers), as Ultralytics draws them
 COCO_SKELETON = (
@@ -32,6 +32,10 @@ COCO_SKELETON = (
 
 
 class YoloSegParams(YoloParams):
+    """``decoder: {type: yolo-seg, ...}``: Ultralytics segmentation exports."""
+
+    task: ClassVar[str | None] = "segmentation"
+    type: Literal["yolo-seg"] = "yolo-seg"  # type: ignore[assignment]
     protos: str | None = Field(None, description="The prototype masks output (default: the model's 4-D output)")
     mask_format: Literal["polygon", "rle"] = Field(
         "polygon", description="Masks as outline polygons or as COCO run-length encoding, in source pixels"
@@ -44,7 +48,6 @@ class YoloSegDecoder(YoloDecoder):
     ``process_mask``), in source pixels. A detection whose mask is empty is dropped, as Ultralytics'
     predictor drops it."""
 
-    params = YoloSegParams
     kind = "yolo-seg"
     p: YoloSegParams
 
@@ -96,6 +99,10 @@ class YoloSegDecoder(YoloDecoder):
 
 
 class YoloPoseParams(YoloParams):
+    """``decoder: {type: yolo-pose, ...}``: Ultralytics pose exports."""
+
+    task: ClassVar[str | None] = "pose"
+    type: Literal["yolo-pose"] = "yolo-pose"  # type: ignore[assignment]
     kpt_shape: tuple[int, int] = Field(
         (17, 3), description="Keypoints per object and values per keypoint: 3 (x, y, visibility) or 2 (x, y)"
     )
@@ -113,7 +120,6 @@ class YoloPoseDecoder(YoloDecoder):
     source pixels (mapped back through the letterbox and clipped to the frame, as Ultralytics'
     ``scale_coords`` does) and their visibility scores."""
 
-    params = YoloPoseParams
     kind = "yolo-pose"
     p: YoloPoseParams
 

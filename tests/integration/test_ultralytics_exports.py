@@ -97,6 +97,20 @@ def _raw(model: LoadedModel, frames: list[np.ndarray]) -> tuple[dict[str, np.nda
     return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, transforms
 
 
+def _decode(
+    pkg: Path, frames: list[np.ndarray], conf: float | None = None, **params: Any
+) -> tuple[list[Any], dict[str, np.ndarray]]:
+    """The package's decoder (``params`` changed) on the raw outputs of ``frames``; (decoded, raw)."""
+    model = load_model(load_package(pkg), warmup=False, overrides={} if conf is None else {"score_threshold": conf})
+    try:
+        if params:
+            model.decoder.p = model.decoder.p.model_copy(update=params)  # type: ignore[attr-defined]
+        raw, transforms = _raw(model, frames)
+        return model.decoder.decode(raw, transforms), raw
+    finally:
+        model.close()
+
+
 # --- the independent reference, from Ultralytics' documentation -----------------------------------------
 def _nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
     """Greedy NMS (torchvision.ops.nms semantics): best first, drop every box whose IoU with it is > iou."""
@@ -211,13 +225,8 @@ def test_models_init_recognises_each_export_with_no_edits(packages: dict[str, Pa
 
 @pytest.mark.parametrize("conf", [0.0003, 0.00005])
 def test_detect_equals_the_reference_decode(packages: dict[str, Path], clip: Path, conf: float) -> None:
-    model = load_model(load_package(packages["yolov8n"]), warmup=False, overrides={"score_threshold": conf})
-    try:
-        frames = _frames(clip, 3)
-        raw, transforms = _raw(model, frames)
-        got = model.decoder.decode(raw, transforms)
-    finally:
-        model.close()
+    frames = _frames(clip, 3)
+    got, raw = _decode(packages["yolov8n"], frames, conf)
     total = 0
     for i, img in enumerate(frames):
         ref = _ultralytics_nms(raw["output0"][i], 80, conf, 0.7)
@@ -233,13 +242,8 @@ def test_the_pre_nms_cap_is_ultralytics_30000_not_1000(packages: dict[str, Path]
     conf, max_det = 0.00002, 5000
     counts = {}
     for cap in (1000, 30_000):
-        model = load_model(load_package(packages["yolov8n"]), warmup=False, overrides={"score_threshold": conf})
-        try:
-            model.decoder.p = model.decoder.p.model_copy(update={"pre_nms_top_k": cap, "max_detections": max_det})
-            raw, transforms = _raw(model, frames)
-            counts[cap] = [len(d.detections) for d in model.decoder.decode(raw, transforms)]
-        finally:
-            model.close()
+        got, raw = _decode(packages["yolov8n"], frames, conf, pre_nms_top_k=cap, max_detections=max_det)
+        counts[cap] = [len(d.detections) for d in got]
     ref = [len(_ultralytics_nms(raw["output0"][i], 80, conf, 0.7, max_det)) for i in range(len(frames))]
     assert (raw["output0"][:, 4:].max(1) > conf).sum(1).min() > 1000  # more candidates than the old cap
     assert counts[30_000] == ref
@@ -247,18 +251,11 @@ def test_the_pre_nms_cap_is_ultralytics_30000_not_1000(packages: dict[str, Path]
 
 
 def test_segment_equals_the_reference_decode(packages: dict[str, Path], clip: Path, tmp_path: Path) -> None:
-    pkg = load_package(packages["yolov8n-seg"])
     conf = 0.0003
     frames = _frames(clip, 2)
     results = {}
     for fmt in ("rle", "polygon"):
-        model = load_model(pkg, warmup=False, overrides={"score_threshold": conf})
-        try:
-            model.decoder.p = model.decoder.p.model_copy(update={"mask_format": fmt})
-            raw, transforms = _raw(model, frames)
-            results[fmt] = model.decoder.decode(raw, transforms)
-        finally:
-            model.close()
+        results[fmt], raw = _decode(packages["yolov8n-seg"], frames, conf, mask_format=fmt)
     import cv2
 
     checked, ious = 0, []
@@ -295,13 +292,8 @@ def test_segment_equals_the_reference_decode(packages: dict[str, Path], clip: Pa
 
 def test_pose_equals_the_reference_decode(packages: dict[str, Path], clip: Path) -> None:
     conf = 0.003
-    model = load_model(load_package(packages["yolov8n-pose"]), warmup=False, overrides={"score_threshold": conf})
-    try:
-        frames = _frames(clip, 3)
-        raw, transforms = _raw(model, frames)
-        got = model.decoder.decode(raw, transforms)
-    finally:
-        model.close()
+    frames = _frames(clip, 3)
+    got, raw = _decode(packages["yolov8n-pose"], frames, conf)
     total = 0
     for i, img in enumerate(frames):
         ref = _ultralytics_nms(raw["output0"][i], 1, conf, 0.7)
@@ -316,13 +308,8 @@ def test_pose_equals_the_reference_decode(packages: dict[str, Path], clip: Path)
 
 
 def test_classify_equals_the_reference_decode(packages: dict[str, Path], clip: Path) -> None:
-    model = load_model(load_package(packages["yolov8n-cls"]), warmup=False)
-    try:
-        frames = _frames(clip, 3)
-        raw, transforms = _raw(model, frames)
-        got = model.decoder.decode(raw, transforms)
-    finally:
-        model.close()
+    frames = _frames(clip, 3)
+    got, raw = _decode(packages["yolov8n-cls"], frames)
     for i in range(len(frames)):
         probs = raw["output0"][i]  # Ultralytics' Classify head exports probabilities (softmax applied)
         assert abs(float(probs.sum()) - 1) < 1e-4

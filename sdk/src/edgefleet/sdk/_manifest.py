@@ -48,6 +48,12 @@ _SEMVER_RE = re.compile(
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
+def _sha256(v: str) -> str:
+    if not _SHA256_RE.match(v):
+        raise ValueError("must be 64 lowercase hex digits")
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # "should be a finite number"
 
@@ -163,9 +169,7 @@ class FileEntry(_Strict):
     @field_validator("sha256")
     @classmethod
     def _check_sha(cls, v: str) -> str:
-        if not _SHA256_RE.match(v):
-            raise ValueError("must be 64 lowercase hex digits")
-        return v
+        return _sha256(v)
 
 
 class EngineSpec(_Strict):
@@ -226,9 +230,7 @@ class QuantizationSpec(_Strict):
     @field_validator("source_sha256")
     @classmethod
     def _check_sha(cls, v: str) -> str:
-        if not _SHA256_RE.match(v):
-            raise ValueError("must be 64 lowercase hex digits")
-        return v
+        return _sha256(v)
 
 
 class SignatureSpec(_Strict):

@@ -23,7 +23,6 @@ def _serve(tmp_path: Path, name: str, port: int) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.xfail(reason="issue 16: gRPC's SO_REUSEPORT lets a second controller share the port", strict=True)
 def test_second_controller_on_a_port_in_use_refuses_in_one_line(tmp_path: Path) -> None:
     port = free_port()
     first = Proc(_serve(tmp_path, "one", port), tmp_path / "one.log").start()
@@ -40,7 +39,6 @@ def test_second_controller_on_a_port_in_use_refuses_in_one_line(tmp_path: Path) 
         first.kill()
 
 
-@pytest.mark.xfail(reason="issue 16: gRPC's SO_REUSEPORT lets a controller share a port", strict=True)
 def test_controller_refuses_a_port_a_plain_listener_holds(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # what gRPC sets: the kernel would share it

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,9 @@ SERVICES = ("edgefleet.proto.v1.AgentService", "edgefleet.proto.v1.FleetService"
 
 def server_options(settings: ControllerSettings) -> list[tuple[str, Any]]:
     return [
+        # gRPC sets SO_REUSEPORT by default: a second controller on the port would start and the kernel
+        # would split connections between two registries. Off, binding a port in use fails.
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", 30_000),
@@ -41,6 +46,31 @@ def server_options(settings: ControllerSettings) -> list[tuple[str, Any]]:
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_pings_without_data", 0),
     ]
+
+
+def port_in_use(listen: str) -> bool:
+    """Whether another socket already listens on ``listen`` (``host:port``; port 0 never is).
+
+    Probed with a plain bind (SO_REUSEADDR, as gRPC binds), so the refusal is one clear line instead of
+    gRPC's "Failed to bind" and its C-level log line."""
+    host, _, port_text = listen.rpartition(":")
+    host = host.strip("[]") or None
+    port = int(port_text)
+    if port == 0:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # an unresolvable name: gRPC says so
+    for family, kind, proto, _name, address in infos:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
 
 
 class Controller:
@@ -55,6 +85,8 @@ class Controller:
 
     async def start(self) -> Controller:
         s = self.settings
+        if port_in_use(s.listen):  # before anything else: a second replica on the port must not start at all
+            raise CloudError(f"cannot listen on {s.listen}: the port is in use (another controller or program)")
         try:
             self.store = await asyncio.to_thread(Store, s.db_url)
         except CloudError:

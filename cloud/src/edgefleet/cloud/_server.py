@@ -53,8 +53,8 @@ def port_in_use(listen: str) -> bool:
 
     Probed with a plain bind (SO_REUSEADDR, as gRPC binds), so the refusal is one clear line instead of
     gRPC's "Failed to bind" and its C-level log line."""
-    host, _, port_text = listen.rpartition(":")
-    host = host.strip("[]") or None
+    name, _, port_text = listen.rpartition(":")
+    host = name.strip("[]") or None
     port = int(port_text)
     if port == 0:
         return False

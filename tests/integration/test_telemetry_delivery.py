@@ -199,7 +199,6 @@ def _check(rig: Rig) -> dict[str, dict[str, int]]:
     return report
 
 
-@pytest.mark.xfail(reason="issue 16: the agent deletes on PUBACK, which any watcher makes succeed", strict=True)
 @pytest.mark.timeout(480)
 def test_watchers_broker_restarts_and_a_controller_outage_lose_nothing(rig: Rig) -> None:
     rig.start_controller("r1")
@@ -218,7 +217,6 @@ def test_watchers_broker_restarts_and_a_controller_outage_lose_nothing(rig: Rig)
     assert (rig.root / "tap.txt").stat().st_size > 0 and (rig.root / "tail.txt").stat().st_size > 0
 
 
-@pytest.mark.xfail(reason="issue 16: the agent deletes on PUBACK, which any watcher makes succeed", strict=True)
 @pytest.mark.timeout(300)
 def test_two_replicas_on_one_shared_subscription_lose_nothing_through_broker_restarts(rig: Rig) -> None:
     rig.start_controller("r1")

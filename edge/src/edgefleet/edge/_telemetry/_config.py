@@ -43,6 +43,14 @@ class TelemetryConfig(BaseModel):
     keepalive_s: int = Field(30, ge=5, le=3600)
     connect_timeout_s: float = Field(5.0, gt=0)
     inflight_window: int = Field(64, ge=1, le=1000, description="QoS 1 messages awaiting PUBACK at once")
+    delivery: Literal["controller", "broker"] = Field(
+        "controller",
+        description="what deletes a spooled message: a controller's acknowledgement that it stored it, or "
+        "(without an edgefleet controller) the broker's PUBACK",
+    )
+    ack_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="controller delivery: send again what is not acknowledged after this"
+    )
     spool_path: Path = Field(Path("telemetry-spool.db"), description="SQLite spool file")
     spool_max_entries: int = Field(100_000, ge=10)
     spool_max_bytes: int = Field(256 * 2**20, ge=4096)

@@ -52,12 +52,6 @@ def _world_dir() -> Path:
     return d
 
 
-def _old_cli() -> bool:
-    """Before issue 16 there was no broker role (the broker used a controller certificate) and the
-    generated config only started as root (``--user root``). Removed with the fix."""
-    return "--broker" not in cli("certs", "issue", "--help").stdout
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("mqtt-roles")
@@ -66,8 +60,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for role, names in NAMES.items():
         for name in names:
             extra = ["--san", "127.0.0.1"] if role == "broker" else []
-            flag = "--controller" if role == "broker" and _old_cli() else f"--{role}"
-            ok("certs", "issue", flag, name, *extra, "--ca-dir", str(ca), "--out-dir", str(out))
+            ok("certs", "issue", f"--{role}", name, *extra, "--ca-dir", str(ca), "--out-dir", str(out))
     return {"ca_dir": ca, "ca": ca / "ca.pem", "out": out, "root": d}
 
 
@@ -82,7 +75,7 @@ def broker(pki: dict[str, Path]) -> Iterator[dict[str, Any]]:
         "controller", "mosquitto-config", "--ca", str(pki["ca"]), "--cert", str(out / "localhost.pem"),
         "--key", str(out / "localhost.key"), "--crl", str(pki["ca_dir"] / "crl.pem"), "--out", str(conf_dir),
         "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1", "--controller-name", "ctl",
-        *(["--user", "root"] if _old_cli() else ["--admin-name", "alice"]),
+        "--admin-name", "alice",
     )  # fmt: skip
     log = (pki["root"] / "mosquitto.log").open("wb")
     proc = subprocess.Popen(["mosquitto", "-c", str(conf_dir / "mosquitto.conf")], stdout=log, stderr=log)
@@ -147,7 +140,6 @@ def _connect(info: dict[str, Any], name: str) -> Client | None:
 ALLOWED = ("Success", "No matching subscribers")
 
 
-@pytest.mark.xfail(reason="issue 16: every certificate gets the device rules; no broker role", strict=True)
 def test_each_role_publishes_only_what_it_may(broker: dict[str, Any]) -> None:
     base = f"edgefleet/v1/{FLEET}"
     dev, ctl, admin = (_connect(broker, n) for n in ("cam-01", "ctl", "alice"))
@@ -180,7 +172,6 @@ def test_each_role_publishes_only_what_it_may(broker: dict[str, Any]) -> None:
             c.stop()
 
 
-@pytest.mark.xfail(reason="issue 16: every certificate gets the device rules; no broker role", strict=True)
 def test_each_role_reads_only_what_it_may(broker: dict[str, Any]) -> None:
     base = f"edgefleet/v1/{FLEET}"
     a, b, ctl, admin = (_connect(broker, n) for n in ("cam-01", "cam-02", "ctl", "alice"))
@@ -204,7 +195,6 @@ def test_each_role_reads_only_what_it_may(broker: dict[str, Any]) -> None:
             c.stop()
 
 
-@pytest.mark.xfail(reason="issue 16: no broker role", strict=True)
 def test_a_broker_certificate_is_no_client(broker: dict[str, Any]) -> None:
     client = _connect(broker, "localhost")
     if client is not None:  # the handshake may pass; it must still be able to do nothing
@@ -214,7 +204,6 @@ def test_a_broker_certificate_is_no_client(broker: dict[str, Any]) -> None:
             client.stop()
 
 
-@pytest.mark.xfail(reason="issue 16: every certificate gets the device rules", strict=True)
 def test_admin_publishing_telemetry_is_refused_and_nothing_is_stored(broker: dict[str, Any], tmp_path: Path) -> None:
     from google.protobuf import json_format
     from sqlalchemy import create_engine
@@ -246,7 +235,6 @@ def test_admin_publishing_telemetry_is_refused_and_nothing_is_stored(broker: dic
     assert store.devices() == [] and ing.stats().received == 0
 
 
-@pytest.mark.xfail(reason="issue 16: certs issue accepts a name another role has", strict=True)
 def test_a_name_is_refused_for_a_second_role(pki: dict[str, Path], tmp_path: Path) -> None:
     for role, name in (("device", "ctl"), ("admin", "cam-01"), ("controller", "alice"), ("device", "localhost")):
         res = cli("certs", "issue", f"--{role}", name, "--ca-dir", str(pki["ca_dir"]), "--out-dir", str(tmp_path))
@@ -258,7 +246,6 @@ def test_a_name_is_refused_for_a_second_role(pki: dict[str, Path], tmp_path: Pat
     assert again.returncode == 0, again.stderr  # the same role again is a renewal
 
 
-@pytest.mark.xfail(reason="issue 16: the generated config only starts as root", strict=True)
 def test_generated_config_runs_as_mosquittos_own_user(broker: dict[str, Any]) -> None:
     status = Path(f"/proc/{broker['proc'].pid}/status").read_text()
     uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
@@ -268,7 +255,6 @@ def test_generated_config_runs_as_mosquittos_own_user(broker: dict[str, Any]) ->
     assert stat.S_IMODE(key.stat().st_mode) & 0o077 in (0, 0o040)  # never readable by others
 
 
-@pytest.mark.xfail(reason="issue 16: the generator does not check what Mosquitto's user can read", strict=True)
 def test_generator_refuses_a_folder_mosquittos_user_cannot_reach(pki: dict[str, Path], tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("only root starts Mosquitto as another user")

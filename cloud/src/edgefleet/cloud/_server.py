@@ -73,6 +73,32 @@ def port_in_use(listen: str) -> bool:
     return False
 
 
+def _own_names(s: ControllerSettings) -> frozenset[str]:
+    """The names of this controller's own certificates (MQTT and gRPC): no device has them, so telemetry
+    under them did not come from a device. Refuses an MQTT certificate of another role, or one issued
+    before roles were written into the common name (the broker's ACL would treat it as a device)."""
+    from edgefleet.sdk._tls import ROLES, certificate_role
+
+    names: set[str] = set()
+    for flag, path in (("--mqtt-cert-file", s.mqtt_cert_file), ("--tls-cert", s.tls.cert if s.tls else None)):
+        if path is None:
+            continue
+        try:
+            found = certificate_role(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise CloudError(f"{flag} {path}: not a readable PEM certificate ({exc})") from None
+        if flag == "--mqtt-cert-file" and found.role in ROLES and (found.role != "controller" or found.legacy):
+            why = (
+                "was issued before roles went into the common name; re-issue it"
+                if found.legacy
+                else f"is a {found.role} certificate ({found.cn}); the controller needs its own"
+            )
+            raise CloudError(f"{flag} {path} {why}: edgefleet certs issue --controller <name> --force")
+        if found.role in ROLES:
+            names.add(found.name)
+    return frozenset(names)
+
+
 class Controller:
     """One controller replica. ``async with Controller(settings) as c: await c.wait()``."""
 
@@ -134,6 +160,15 @@ class Controller:
             self.engine.owner = s.replica_id
         if s.mqtt_url:
             self._start_ingest()
+        if s.metrics_listen:
+            from ._metrics import IngestCollector, MetricsServer
+
+            ingester = self.ingester
+            self.metrics = MetricsServer(
+                IngestCollector(lambda: ingester.stats() if ingester else None), s.metrics_listen
+            )
+            self.metrics.start()
+            self._stack.callback(self.metrics.stop)
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)
@@ -164,7 +199,13 @@ class Controller:
             s.mqtt_url or "", ca_file=s.mqtt_ca_file, cert_file=s.mqtt_cert_file, key_file=s.mqtt_key_file
         )
         self.ingester = Ingester(
-            broker, self.telemetry, client_id=f"edgefleet-ingest-{s.replica_id}", fleet=s.mqtt_fleet
+            broker,
+            self.telemetry,
+            client_id=f"edgefleet-ingest-{s.replica_id}",
+            fleet=s.mqtt_fleet,
+            share_group=s.mqtt_share_group,
+            not_devices=_own_names(s),
+            replica=s.replica_id,
         )
         self.ingester.start()
         self._stack.callback(self.ingester.stop)

@@ -60,7 +60,9 @@ class TelemetryConfig(BaseModel):
     prometheus_addr: str = "127.0.0.1"
 
     def broker_address(self) -> BrokerAddress:
-        return parse_broker_url(
+        """The broker, with the client certificate checked against this device: a fleet certificate of
+        another role, or of another device, would have every message refused by the broker's ACL."""
+        address = parse_broker_url(
             self.broker,
             ca_file=self.ca_file,
             cert_file=self.cert_file,
@@ -68,6 +70,23 @@ class TelemetryConfig(BaseModel):
             username=self.username,
             password=self.password.get_secret_value() if self.password else None,
         )
+        if address.cert_file is not None:
+            from edgefleet.sdk._tls import ROLES, certificate_role
+
+            from ._errors import BrokerUrlError
+
+            found = certificate_role(address.cert_file.read_bytes())  # parse_broker_url read it already
+            if found.role in ROLES and found.role != "device":
+                raise BrokerUrlError(
+                    f"cert_file {address.cert_file} is a {found.role} certificate ({found.cn}); the agent "
+                    f"needs its device certificate: edgefleet certs issue --device {self.device_id}"
+                )
+            if found.role == "device" and found.name != self.device_id:
+                raise BrokerUrlError(
+                    f"cert_file {address.cert_file} is device {found.name}'s certificate, this agent is "
+                    f"{self.device_id}: the broker would refuse every message"
+                )
+        return address
 
 
 def agent_section(raw: dict[str, Any], *, device_id: Any, state_dir: Path, base: Path) -> dict[str, Any]:

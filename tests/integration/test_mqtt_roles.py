@@ -11,23 +11,20 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import ssl
 import stat
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as mqtt
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tests.integration.test_control_plane import EDGEFLEET, free_port, wait_for
+from tests.integration.test_security_mqtt import connect, generated_broker
 
 pytestmark = [pytest.mark.integration]
 
@@ -77,64 +74,9 @@ def broker(pki: dict[str, Path]) -> Iterator[dict[str, Any]]:
         "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1", "--controller-name", "ctl",
         "--admin-name", "alice",
     )  # fmt: skip
-    log = (pki["root"] / "mosquitto.log").open("wb")
-    proc = subprocess.Popen(["mosquitto", "-c", str(conf_dir / "mosquitto.conf")], stdout=log, stderr=log)
-    try:
-        info = {"port": port, "proc": proc, "conf_dir": conf_dir, **pki}
-        wait_for("mosquitto over TLS", lambda: _connect(info, "cam-01") is not None, 15)
+    info: dict[str, Any] = {"port": port, "conf_dir": conf_dir, **pki}
+    with generated_broker(conf_dir, pki["root"] / "mosquitto.log", info):
         yield info
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-        shutil.rmtree(conf_dir, ignore_errors=True)
-
-
-class Client:
-    """A paho client with a fleet certificate: records PUBACK reasons and what it receives."""
-
-    def __init__(self, info: dict[str, Any], name: str) -> None:
-        self.messages: list[tuple[str, bytes]] = []
-        self.acks: dict[int, str] = {}
-        self.connected = threading.Event()
-        self.rc: Any = None
-        self.c = mqtt.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"{name}-{uuid.uuid4().hex[:6]}", protocol=mqtt.MQTTv5
-        )
-        out = info["out"]
-        ctx = ssl.create_default_context(cafile=str(info["ca"]))
-        ctx.load_cert_chain(str(out / f"{name}.pem"), str(out / f"{name}.key"))
-        self.c.tls_set_context(ctx)
-        self.c.on_connect = self._on_connect
-        self.c.on_publish = lambda _c, _u, mid, rc, _p: self.acks.__setitem__(mid, str(rc))
-        self.c.on_message = lambda _c, _u, m: self.messages.append((m.topic, bytes(m.payload)))
-
-    def _on_connect(self, _c: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
-        self.rc = rc
-        self.connected.set()
-
-    def publish(self, topic: str, payload: bytes = b"x") -> str:
-        info = self.c.publish(topic, payload, qos=1)
-        info.wait_for_publish(5)
-        wait_for("the PUBACK", lambda: info.mid in self.acks, 5, every=0.02)
-        return self.acks[info.mid]
-
-    def stop(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
-
-
-def _connect(info: dict[str, Any], name: str) -> Client | None:
-    cl = Client(info, name)
-    try:
-        cl.c.connect("127.0.0.1", info["port"])
-    except (OSError, ssl.SSLError):
-        return None
-    cl.c.loop_start()
-    if not cl.connected.wait(5) or cl.rc.is_failure:
-        cl.stop()
-        return None
-    return cl
 
 
 ALLOWED = ("Success", "No matching subscribers")
@@ -142,7 +84,7 @@ ALLOWED = ("Success", "No matching subscribers")
 
 def test_each_role_publishes_only_what_it_may(broker: dict[str, Any]) -> None:
     base = f"edgefleet/v1/{FLEET}"
-    dev, ctl, admin = (_connect(broker, n) for n in ("cam-01", "ctl", "alice"))
+    dev, ctl, admin = (connect(broker, n) for n in ("cam-01", "ctl", "alice"))
     assert dev and ctl and admin
     try:
         for kind in ("status", "telemetry", "events"):
@@ -174,7 +116,7 @@ def test_each_role_publishes_only_what_it_may(broker: dict[str, Any]) -> None:
 
 def test_each_role_reads_only_what_it_may(broker: dict[str, Any]) -> None:
     base = f"edgefleet/v1/{FLEET}"
-    a, b, ctl, admin = (_connect(broker, n) for n in ("cam-01", "cam-02", "ctl", "alice"))
+    a, b, ctl, admin = (connect(broker, n) for n in ("cam-01", "cam-02", "ctl", "alice"))
     assert a and b and ctl and admin
     try:
         for c in (b, ctl, admin):
@@ -196,7 +138,7 @@ def test_each_role_reads_only_what_it_may(broker: dict[str, Any]) -> None:
 
 
 def test_a_broker_certificate_is_no_client(broker: dict[str, Any]) -> None:
-    client = _connect(broker, "localhost")
+    client = connect(broker, "localhost")
     if client is not None:  # the handshake may pass; it must still be able to do nothing
         try:
             assert client.publish(f"edgefleet/v1/{FLEET}/localhost/telemetry") == "Not authorized"
@@ -221,7 +163,7 @@ def test_admin_publishing_telemetry_is_refused_and_nothing_is_stored(broker: dic
         store, client_id=f"ingest-{uuid.uuid4().hex[:6]}", fleet=FLEET, compact_every_s=None,
     )  # fmt: skip
     ing.start()
-    admin = _connect(broker, "alice")
+    admin = connect(broker, "alice")
     assert admin is not None and ing.wait_subscribed(10)
     try:
         msg = pb.Telemetry(interval_s=1.0)
@@ -269,3 +211,40 @@ def test_generator_refuses_a_folder_mosquittos_user_cannot_reach(pki: dict[str, 
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "mosquitto" in lines[0] and str(hidden) in lines[0], res.stderr
     assert not (hidden / "broker").exists()
+
+
+def test_a_device_in_the_ingest_group_reads_nothing_and_loses_nothing(broker: dict[str, Any], tmp_path: Path) -> None:
+    """Mosquitto 2.0's ACL file does not check subscriptions: a device may join the ingest group, and the
+    broker then hands it a share of the messages, which its ACL refuses and drops. Nothing is read by it,
+    and nothing is lost: what the controller did not store is sent again (docs/security.md)."""
+    from sqlalchemy import create_engine
+
+    from edgefleet.cloud._telemetry import Ingester, TelemetryStore
+    from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
+    from edgefleet.edge._telemetry import Identity, MqttPublisher, Priority, Spool, parse_broker_url
+    from edgefleet.proto.v1 import telemetry_pb2 as pb
+
+    out, ca, port = broker["out"], broker["ca"], broker["port"]
+    store = TelemetryStore(create_engine(f"sqlite:///{tmp_path / 't.db'}"))
+    url = f"mqtts://localhost:{port}"
+    ing = Ingester(
+        cloud_url(url, ca_file=ca, cert_file=out / "ctl.pem", key_file=out / "ctl.key"),
+        store, client_id=f"ingest-{uuid.uuid4().hex[:6]}", fleet=FLEET, compact_every_s=None,
+    )  # fmt: skip
+    ing.start()
+    thief = connect(broker, "cam-02")
+    assert thief is not None and ing.wait_subscribed(10)
+    thief.c.subscribe(f"$share/edgefleet-ingest/edgefleet/v1/{FLEET}/+/telemetry", options=SubscribeOptions(qos=1))
+    address = parse_broker_url(url, ca_file=ca, cert_file=out / "cam-01.pem", key_file=out / "cam-01.key")
+    pub = MqttPublisher(address, Identity(FLEET, "cam-01"), Spool(":memory:"), ack_timeout_s=0.5)
+    try:
+        time.sleep(0.5)
+        pub.start()
+        sent = [pub.publish("telemetry", pb.Telemetry(interval_s=1.0), Priority.ROUTINE) for _ in range(40)]
+        assert pub.flush(60), pub.stats()
+    finally:
+        pub.stop(2)
+        thief.stop()
+        ing.stop()
+    assert store.sequences("cam-01", "telemetry") == sent
+    assert thief.messages == [] and pub.stats().resends >= 1  # its share was dropped, then sent again

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import ssl
 import subprocess
@@ -61,22 +62,33 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         "--out", str(conf_dir), "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1",
         "--crl", str(ca / "crl.pem"), "--controller-name", "ctl",
     )  # fmt: skip
-    log = (d / "mosquitto.log").open("wb")
-    proc = subprocess.Popen(["mosquitto", "-c", str(conf_dir / "mosquitto.conf")], stdout=log, stderr=log)
-    try:
-        info = {"port": port, "ca": ca / "ca.pem", "out": out, "rogue": d / "rogue-certs", "proc": proc}
-        wait_for("mosquitto", lambda: _connect(info, "cam-01") is not None, 15)
+    info = {"port": port, "ca": ca / "ca.pem", "out": out, "rogue": d / "rogue-certs"}
+    with generated_broker(conf_dir, d / "mosquitto.log", info):
         yield info
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-        shutil.rmtree(conf_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def generated_broker(conf_dir: Path, log_path: Path, info: dict[str, Any]) -> Iterator[subprocess.Popen[bytes]]:
+    """``mosquitto -c conf_dir/mosquitto.conf`` until it takes cam-01's TLS connection (``info['proc']``);
+    stopped and ``conf_dir`` removed afterwards."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(["mosquitto", "-c", str(conf_dir / "mosquitto.conf")], stdout=log, stderr=log)
+        info["proc"] = proc
+        try:
+            wait_for("mosquitto over TLS", lambda: connect(info, "cam-01") is not None, 15)
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            shutil.rmtree(conf_dir, ignore_errors=True)
 
 
 class Client:
+    """A paho client with a fleet certificate: records what it receives and each PUBACK's reason."""
+
     def __init__(self, info: dict[str, Any], name: str, folder: str = "out") -> None:
         self.messages: list[tuple[str, bytes]] = []
+        self.acks: dict[int, str] = {}
         self.connected = threading.Event()
         self.rc: Any = None
         self.c = mqtt.Client(
@@ -89,6 +101,7 @@ class Client:
         )  # fmt: skip
         self.c.on_connect = self._on_connect
         self.c.on_message = lambda _c, _u, m: self.messages.append((m.topic, m.payload))
+        self.c.on_publish = lambda _c, _u, mid, rc, _p: self.acks.__setitem__(mid, str(rc))
 
     def _on_connect(self, _c: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
         self.rc = rc
@@ -99,12 +112,19 @@ class Client:
         self.c.loop_start()
         return self
 
+    def publish(self, topic: str, payload: bytes = b"x") -> str:
+        """Publish with QoS 1; the PUBACK's reason ("Success", "Not authorized", ...)."""
+        info = self.c.publish(topic, payload, qos=1)
+        info.wait_for_publish(5)
+        wait_for("the PUBACK", lambda: info.mid in self.acks, 5, every=0.02)
+        return self.acks[info.mid]
+
     def stop(self) -> None:
         self.c.disconnect()
         self.c.loop_stop()
 
 
-def _connect(info: dict[str, Any], name: str, folder: str = "out") -> Client | None:
+def connect(info: dict[str, Any], name: str, folder: str = "out") -> Client | None:
     cl = Client(info, name, folder)
     try:
         cl.start(info["port"])
@@ -122,7 +142,7 @@ def _settle(clients: list[Client], timeout: float = 1.5) -> None:
 
 
 def test_devices_are_confined_to_their_own_topics(broker: dict[str, Any]) -> None:
-    ctl, a, b = (_connect(broker, n) for n in ("ctl", "cam-01", "cam-02"))
+    ctl, a, b = (connect(broker, n) for n in ("ctl", "cam-01", "cam-02"))
     assert ctl and a and b
     try:
         ctl.c.subscribe(f"$share/ingest/edgefleet/v1/{FLEET}/#", qos=1)
@@ -148,8 +168,8 @@ def test_devices_are_confined_to_their_own_topics(broker: dict[str, Any]) -> Non
 
 
 def test_unknown_certificate_cannot_connect(broker: dict[str, Any]) -> None:
-    assert _connect(broker, "cam-01", folder="rogue") is None
-    good = _connect(broker, "cam-01")
+    assert connect(broker, "cam-01", folder="rogue") is None
+    good = connect(broker, "cam-01")
     assert good is not None
     good.stop()
 

@@ -252,7 +252,7 @@ def test_full_spool_drops_only_low_priority_and_counts(tmp_path: Path, store: Te
         spool.close()
 
 
-def _mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
+def mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
     subprocess.run(
         ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv5", "-q", "1", "-t", topic, "-s"],
         input=payload,
@@ -271,16 +271,16 @@ def test_bad_payloads_rejected_and_counted_ingestion_continues(broker: Mosquitto
         assert pub.flush(5)
         base = "edgefleet/v1/itest/cam-good"
         good_header = {"deviceId": "cam-good", "fleet": "itest", "sequence": "1"}
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{not json")  # malformed
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"\xff\xfe\x00")  # not UTF-8
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{" + b" " * 5000 + b"}")  # oversized
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"{not json")  # malformed
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"\xff\xfe\x00")  # not UTF-8
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"{" + b" " * 5000 + b"}")  # oversized
         bogus = {"header": good_header, "bogus": 1}
-        _mosquitto_pub(broker.port, f"{base}/telemetry", json.dumps(bogus).encode())  # unknown field
+        mosquitto_pub(broker.port, f"{base}/telemetry", json.dumps(bogus).encode())  # unknown field
         wrong = {"header": {**good_header, "deviceId": "someone-else"}}
-        _mosquitto_pub(broker.port, f"{base}/status", json.dumps(wrong).encode())  # header/topic mismatch
-        _mosquitto_pub(broker.port, f"{base}/events", json.dumps({"header": good_header}).encode())  # no kind
-        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # not subscribed to
-        _mosquitto_pub(broker.port, "edgefleet/v1/itest/Not A Device/telemetry", b"{}")  # not a device id
+        mosquitto_pub(broker.port, f"{base}/status", json.dumps(wrong).encode())  # header/topic mismatch
+        mosquitto_pub(broker.port, f"{base}/events", json.dumps({"header": good_header}).encode())  # no kind
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # not subscribed to
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/Not A Device/telemetry", b"{}")  # not a device id
         last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: ing.stats().rejected_total >= 7 and len(arrivals.get("cam-good", "telemetry")) >= 2, 10)
@@ -324,7 +324,7 @@ def test_unforeseen_validator_and_callback_failures_do_not_stop_ingestion(
         first = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: calls["n"] >= 1, 10)
-        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-bug/telemetry", b'{"boom": 1}')
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-bug/telemetry", b'{"boom": 1}')
         last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: len(arrivals.get("cam-bug", "telemetry")) >= 1 and ing.stats().rejected_total >= 1, 10)

@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.telemetry_broker import Mosquitto, free_port
 from tests.integration.test_control_plane import EDGEFLEET, Proc, wait_for
+from tests.integration.test_telemetry_mqtt import mosquitto_pub
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,15 +31,6 @@ def broker(tmp_path: Path) -> Iterator[Mosquitto]:
     m.start()
     yield m
     m.stop()
-
-
-def _pub(port: int, topic: str, payload: bytes) -> None:
-    subprocess.run(
-        ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv5", "-q", "1", "-t", topic, "-s"],
-        input=payload,
-        check=True,
-        timeout=10,
-    )
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -79,12 +71,12 @@ def test_rejections_are_counted_by_reason_and_warned_once_per_device_and_reason(
         topic = "edgefleet/v1/itest/cam-bad/telemetry"
         header = {"deviceId": "cam-bad", "fleet": "itest", "sequence": "7"}
         for _ in range(3):
-            _pub(broker.port, topic, b"{not json")  # malformed, three times: one warning
-        _pub(broker.port, topic, b"{" + b" " * (300 * 1024) + b"}")  # oversized (> 256 KiB)
+            mosquitto_pub(broker.port, topic, b"{not json")  # malformed, three times: one warning
+        mosquitto_pub(broker.port, topic, b"{" + b" " * (300 * 1024) + b"}")  # oversized (> 256 KiB)
         for n in range(2):
-            _pub(broker.port, topic, json.dumps({"header": header, f"bogus{n}": 1}).encode())  # schema
-        _pub(broker.port, topic, json.dumps({"header": {**header, "deviceId": "cam-other"}}).encode())
-        _pub(broker.port, "edgefleet/v1/itest/cam-worse/events", b"\xff\xfe")  # another device, malformed
+            mosquitto_pub(broker.port, topic, json.dumps({"header": header, f"bogus{n}": 1}).encode())  # schema
+        mosquitto_pub(broker.port, topic, json.dumps({"header": {**header, "deviceId": "cam-other"}}).encode())
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-worse/events", b"\xff\xfe")  # another device, malformed
 
         expected = [
             ("itest/cam-bad", "malformed"),

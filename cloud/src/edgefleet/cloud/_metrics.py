@@ -5,7 +5,6 @@ counters, seconds). Minimal on purpose; the agent has its own (edge ``_prometheu
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from prometheus_client.registry import Collector
 from ._errors import CloudError
 from ._telemetry import IngesterState, IngestStats
 
-__all__ = ["IngestCollector", "MetricsServer", "REJECTION_REASONS"]
+__all__ = ["REJECTION_REASONS", "IngestCollector", "serve_metrics"]
 
 _log = logging.getLogger(__name__)
 
@@ -74,33 +73,20 @@ class IngestCollector(Collector):
         yield up
 
 
-class MetricsServer:
-    """A private registry on ``http://host:port/metrics``, served from a daemon thread."""
+def serve_metrics(collector: Collector, listen: str) -> Callable[[], None]:
+    """Serve ``collector`` alone on ``http://host:port/metrics`` from a daemon thread; returns the stopper."""
+    host, _, port = listen.rpartition(":")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    try:
+        server, thread = start_http_server(int(port), host.strip("[]") or "127.0.0.1", registry=registry)
+    except OSError as exc:
+        raise CloudError(f"cannot serve metrics on {listen}: {exc.strerror}") from None
+    _log.info("Prometheus metrics on http://%s:%d/metrics", host, server.server_port)
 
-    def __init__(self, collector: Collector, listen: str) -> None:
-        host, _, port = listen.rpartition(":")
-        self.host, self._port = host.strip("[]") or "127.0.0.1", int(port)
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(collector)
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=2.0)
 
-    @property
-    def port(self) -> int:
-        return int(self._server.server_port) if self._server is not None else self._port
-
-    def start(self) -> None:
-        try:
-            self._server, self._thread = start_http_server(self._port, self.host, registry=self.registry)
-        except OSError as exc:
-            raise CloudError(f"cannot serve metrics on {self.host}:{self._port}: {exc.strerror}") from None
-        _log.info("Prometheus metrics on http://%s:%d/metrics", self.host, self.port)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
+    return stop

@@ -161,14 +161,11 @@ class Controller:
         if s.mqtt_url:
             self._start_ingest()
         if s.metrics_listen:
-            from ._metrics import IngestCollector, MetricsServer
+            from ._metrics import IngestCollector, serve_metrics
 
             ingester = self.ingester
-            self.metrics = MetricsServer(
-                IngestCollector(lambda: ingester.stats() if ingester else None), s.metrics_listen
-            )
-            self.metrics.start()
-            self._stack.callback(self.metrics.stop)
+            collector = IngestCollector(lambda: ingester.stats() if ingester is not None else None)
+            self._stack.callback(serve_metrics(collector, s.metrics_listen))
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)

@@ -303,19 +303,32 @@ def bench_outage(url: str, workdir: Path, outage_s: float, warm_s: float = 20.0)
     return out
 
 
+def _runs(result: dict[str, Any], mode: str, delivery: str) -> list[dict[str, Any]]:
+    prefix = f"ingest_{mode}_{delivery}"
+    return [v for k, v in result.items() if (k == prefix or k.startswith(prefix + "_")) and isinstance(v, dict)]
+
+
 def comparison(result: dict[str, Any]) -> dict[str, Any]:
-    """controller / broker delivery ratios of what was measured in this run (1.0: the same)."""
+    """controller / broker delivery ratios of what was measured in this run (1.0: the same), from the
+    medians over the repeats (--repeat alternates the two modes)."""
     out: dict[str, Any] = {}
     for mode in ("live", "backlog"):
-        b, c = result.get(f"ingest_{mode}_broker"), result.get(f"ingest_{mode}_controller")
-        if b and c and b.get("ingest_msgs_per_s") and c.get("ingest_msgs_per_s"):
-            out[f"ingest_{mode}_msgs_per_s_controller_over_broker"] = round(
-                c["ingest_msgs_per_s"] / b["ingest_msgs_per_s"], 3
-            )
-            cb = sum(r["cpu_us_per_msg"].get("process", 0.0) for r in b["per_replica"])
-            cc = sum(r["cpu_us_per_msg"].get("process", 0.0) for r in c["per_replica"])
-            if cb:
-                out[f"ingest_{mode}_replica_cpu_per_msg_controller_over_broker"] = round(cc / cb, 3)
+        b, c = _runs(result, mode, "broker"), _runs(result, mode, "controller")
+        if not b or not c:
+            continue
+        rate_b = statistics.median(r["ingest_msgs_per_s"] or 0 for r in b)
+        rate_c = statistics.median(r["ingest_msgs_per_s"] or 0 for r in c)
+        cpu_b = statistics.median(sum(x["cpu_us_per_msg"].get("process", 0.0) for x in r["per_replica"]) for r in b)
+        cpu_c = statistics.median(sum(x["cpu_us_per_msg"].get("process", 0.0) for x in r["per_replica"]) for r in c)
+        out[f"ingest_{mode}"] = {
+            "runs_per_mode": len(b),
+            "broker_msgs_per_s_median": rate_b,
+            "controller_msgs_per_s_median": rate_c,
+            "msgs_per_s_controller_over_broker": round(rate_c / rate_b, 3) if rate_b else None,
+            "broker_replica_cpu_us_per_msg_median": cpu_b,
+            "controller_replica_cpu_us_per_msg_median": cpu_c,
+            "replica_cpu_per_msg_controller_over_broker": round(cpu_c / cpu_b, 3) if cpu_b else None,
+        }
     agent = result.get("agent_delivery")
     if agent and agent.get("broker_cpu_us_per_msg_median"):
         out["agent_cpu_per_msg_controller_over_broker"] = round(

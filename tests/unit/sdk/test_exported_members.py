@@ -3,7 +3,12 @@
 import edgefleet.sdk as sdk
 
 EXPECTED = {
+    "AnalyticsConfig",
+    "AnalyticsContext",
+    "AnalyticsError",
+    "AnalyticsStage",
     "Backend",
+    "BackendConfig",
     "BackendError",
     "BackendUnavailableError",
     "CallbackSink",
@@ -16,6 +21,7 @@ EXPECTED = {
     "DecodeContext",
     "Decoded",
     "Decoder",
+    "DecoderConfig",
     "DecoderError",
     "DecoderParams",
     "Detection",
@@ -28,6 +34,7 @@ EXPECTED = {
     "ManifestError",
     "ModelMismatchError",
     "ModelPackage",
+    "ModelChange",
     "ModelPackageError",
     "OnnxRuntimeConfig",
     "Pipeline",
@@ -38,8 +45,12 @@ EXPECTED = {
     "SignatureError",
     "Sink",
     "SinkConfig",
+    "SinkContext",
     "SinkError",
+    "Source",
+    "SourceConfig",
     "SourceError",
+    "SourceSpec",
     "StageStats",
     "StreamStats",
     "SwapEvent",
@@ -60,7 +71,11 @@ EXPECTED = {
     "parse_source",
     "read_manifest",
     "redact_uri",
+    "register_analytics",
+    "register_backend",
     "register_decoder",
+    "register_sink",
+    "register_source",
     "sign_manifest",
 }
 

@@ -23,7 +23,7 @@ $(STAMP): constraints.txt $(MEMBERS) $(PLUGIN_FILES)
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt setuptools wheel
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation $(EDITABLE) \
 		-e './sdk[cpu]' -e ./proto -e ./edge -e './cloud[postgres]' \
-		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx
+		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx motmetrics scipy
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation --no-deps \
 		--force-reinstall ./$(PLUGIN)
 	@touch $(STAMP)

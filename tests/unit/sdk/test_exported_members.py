@@ -3,6 +3,13 @@
 import edgefleet.sdk as sdk
 
 EXPECTED = {
+    "AnalyticsEvent",
+    "EndedTrack",
+    "Line",
+    "RegionCounts",
+    "TrackConfig",
+    "Zone",
+    "ZonesConfig",
     "AnalyticsConfig",
     "AnalyticsContext",
     "AnalyticsError",

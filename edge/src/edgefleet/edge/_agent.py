@@ -135,10 +135,12 @@ class Agent:
         return {} if self.telemetry is None else {"telemetry": self.telemetry}
 
     def _with_events(self, config: PipelineConfig) -> PipelineConfig:
-        """Detection events on (``telemetry.events.detections``): the pipeline gets the ``events`` sink
-        (edgefleet.edge._telemetry._events) unless its config lists one."""
+        """Detection events on (``telemetry.events.detections``), or analytics stages in the pipeline (their
+        events and counts): the pipeline gets the ``events`` sink (edgefleet.edge._telemetry._events)
+        unless its config lists one."""
         tel = self.telemetry
-        if tel is None or not tel.config.events.detections or any(s.type == "events" for s in config.sinks):
+        wanted = tel is not None and (tel.config.events.detections or bool(config.analytics))
+        if tel is None or not wanted or any(s.type == "events" for s in config.sinks):
             return config
         return config.model_validate({**config.model_dump(), "sinks": [*config.sinks, {"type": "events"}]})
 

@@ -3,7 +3,11 @@
 from ._analytics import AnalyticsConfig as AnalyticsConfig
 from ._analytics import AnalyticsContext as AnalyticsContext
 from ._analytics import AnalyticsStage as AnalyticsStage
+from ._analytics import Line as Line
 from ._analytics import ModelChange as ModelChange
+from ._analytics import TrackConfig as TrackConfig
+from ._analytics import Zone as Zone
+from ._analytics import ZonesConfig as ZonesConfig
 from ._analytics import register_analytics as register_analytics
 from ._archive import check_archive as check_archive
 from ._backends import Backend as Backend
@@ -45,8 +49,11 @@ from ._package import ModelPackage as ModelPackage
 from ._package import load_package as load_package
 from ._pipeline import Pipeline as Pipeline
 from ._redact import redact_uri as redact_uri
+from ._results import AnalyticsEvent as AnalyticsEvent
 from ._results import Classification as Classification
 from ._results import Detection as Detection
+from ._results import EndedTrack as EndedTrack
+from ._results import RegionCounts as RegionCounts
 from ._results import Result as Result
 from ._signing import generate_signing_key as generate_signing_key
 from ._signing import key_id as key_id

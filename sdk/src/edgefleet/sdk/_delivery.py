@@ -152,8 +152,10 @@ class ResultStage:
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
         if self.analytics:
+            t0 = time.perf_counter()
             self._announce(model)
             results = self.analytics.process(results)
+            self.stages["analytics"].record(time.perf_counter() - t0, len(batch.frames))
         t1 = time.perf_counter()
         for frame, result in zip(batch.frames, results, strict=True):
             for det in result.detections:

@@ -49,7 +49,7 @@ from ._validation import format_validation_error
 __all__ = ["Pipeline"]
 
 _log = logging.getLogger(__name__)
-_STAGES = ("queue", "preprocess", "infer", "postprocess", "sinks", "end_to_end")
+_STAGES = ("queue", "preprocess", "infer", "postprocess", "analytics", "sinks", "end_to_end")
 
 
 class Pipeline:

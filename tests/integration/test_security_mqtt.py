@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -35,18 +38,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     d = tmp_path_factory.mktemp("mqtt-pki")
     ca, out = d / "ca", d / "certs"
     run("certs", "init-ca", "--ca-dir", str(ca))
-    run(
-        "certs",
-        "issue",
-        "--controller",
-        "localhost",
-        "--san",
-        "127.0.0.1",
-        "--ca-dir",
-        str(ca),
-        "--out-dir",
-        str(out),
-    )
+    run("certs", "issue", "--broker", "localhost", "--san", "127.0.0.1", "--ca-dir", str(ca), "--out-dir", str(out))
+    run("certs", "issue", "--controller", "ctl", "--ca-dir", str(ca), "--out-dir", str(out))
     for dev in ("cam-01", "cam-02"):
         run("certs", "issue", "--device", dev, "--ca-dir", str(ca), "--out-dir", str(out))
     run("certs", "init-ca", "--ca-dir", str(d / "rogue"))
@@ -61,27 +54,41 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         str(d / "rogue-certs"),
     )
     port = free_port()
+    conf_dir = Path(tempfile.mkdtemp(prefix="edgefleet-broker-", dir="/tmp"))  # Mosquitto's user reaches it
+    conf_dir.chmod(0o755)
     run(
         "controller", "mosquitto-config", "--ca", str(ca / "ca.pem"),
         "--cert", str(out / "localhost.pem"), "--key", str(out / "localhost.key"),
-        "--out", str(d / "broker"), "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1",
-        "--crl", str(ca / "crl.pem"), "--controller-name", "localhost", "--user", "root",
+        "--out", str(conf_dir), "--fleet", FLEET, "--port", str(port), "--bind", "127.0.0.1",
+        "--crl", str(ca / "crl.pem"), "--controller-name", "ctl",
     )  # fmt: skip
-    log = (d / "mosquitto.log").open("wb")
-    proc = subprocess.Popen(["mosquitto", "-c", str(d / "broker" / "mosquitto.conf")], stdout=log, stderr=log)
-    try:
-        info = {"port": port, "ca": ca / "ca.pem", "out": out, "rogue": d / "rogue-certs", "proc": proc}
-        wait_for("mosquitto", lambda: _connect(info, "cam-01") is not None, 15)
+    info = {"port": port, "ca": ca / "ca.pem", "out": out, "rogue": d / "rogue-certs"}
+    with generated_broker(conf_dir, d / "mosquitto.log", info):
         yield info
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+
+
+@contextlib.contextmanager
+def generated_broker(conf_dir: Path, log_path: Path, info: dict[str, Any]) -> Iterator[subprocess.Popen[bytes]]:
+    """``mosquitto -c conf_dir/mosquitto.conf`` until it takes cam-01's TLS connection (``info['proc']``);
+    stopped and ``conf_dir`` removed afterwards."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(["mosquitto", "-c", str(conf_dir / "mosquitto.conf")], stdout=log, stderr=log)
+        info["proc"] = proc
+        try:
+            wait_for("mosquitto over TLS", lambda: connect(info, "cam-01") is not None, 15)
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            shutil.rmtree(conf_dir, ignore_errors=True)
 
 
 class Client:
+    """A paho client with a fleet certificate: records what it receives and each PUBACK's reason."""
+
     def __init__(self, info: dict[str, Any], name: str, folder: str = "out") -> None:
         self.messages: list[tuple[str, bytes]] = []
+        self.acks: dict[int, str] = {}
         self.connected = threading.Event()
         self.rc: Any = None
         self.c = mqtt.Client(
@@ -94,6 +101,7 @@ class Client:
         )  # fmt: skip
         self.c.on_connect = self._on_connect
         self.c.on_message = lambda _c, _u, m: self.messages.append((m.topic, m.payload))
+        self.c.on_publish = lambda _c, _u, mid, rc, _p: self.acks.__setitem__(mid, str(rc))
 
     def _on_connect(self, _c: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
         self.rc = rc
@@ -104,12 +112,19 @@ class Client:
         self.c.loop_start()
         return self
 
+    def publish(self, topic: str, payload: bytes = b"x") -> str:
+        """Publish with QoS 1; the PUBACK's reason ("Success", "Not authorized", ...)."""
+        info = self.c.publish(topic, payload, qos=1)
+        info.wait_for_publish(5)
+        wait_for("the PUBACK", lambda: info.mid in self.acks, 5, every=0.02)
+        return self.acks[info.mid]
+
     def stop(self) -> None:
         self.c.disconnect()
         self.c.loop_stop()
 
 
-def _connect(info: dict[str, Any], name: str, folder: str = "out") -> Client | None:
+def connect(info: dict[str, Any], name: str, folder: str = "out") -> Client | None:
     cl = Client(info, name, folder)
     try:
         cl.start(info["port"])
@@ -127,7 +142,7 @@ def _settle(clients: list[Client], timeout: float = 1.5) -> None:
 
 
 def test_devices_are_confined_to_their_own_topics(broker: dict[str, Any]) -> None:
-    ctl, a, b = (_connect(broker, n) for n in ("localhost", "cam-01", "cam-02"))
+    ctl, a, b = (connect(broker, n) for n in ("ctl", "cam-01", "cam-02"))
     assert ctl and a and b
     try:
         ctl.c.subscribe(f"$share/ingest/edgefleet/v1/{FLEET}/#", qos=1)
@@ -153,8 +168,8 @@ def test_devices_are_confined_to_their_own_topics(broker: dict[str, Any]) -> Non
 
 
 def test_unknown_certificate_cannot_connect(broker: dict[str, Any]) -> None:
-    assert _connect(broker, "cam-01", folder="rogue") is None
-    good = _connect(broker, "cam-01")
+    assert connect(broker, "cam-01", folder="rogue") is None
+    good = connect(broker, "cam-01")
     assert good is not None
     good.stop()
 
@@ -162,44 +177,63 @@ def test_unknown_certificate_cannot_connect(broker: dict[str, Any]) -> None:
 def test_real_agent_and_ingester_over_mqtt_tls(broker: dict[str, Any], tmp_path: Any) -> None:
     """The agent's own telemetry publisher (cam-01's certificate) and the controller's ingester (the
     controller certificate, shared subscription) through the TLS + ACL broker: cam-01's messages arrive;
-    a publisher claiming to be cam-02 with cam-01's certificate is stopped by the ACL."""
+    a publisher claiming to be cam-02 with cam-01's certificate is stopped by the ACL (the agent's own
+    configuration refuses that mix before it connects)."""
     import sqlalchemy as sa
 
     from edgefleet.cloud._telemetry import Ingester, TelemetryStore, create_tables, parse_broker_url
-    from edgefleet.edge._telemetry import TelemetryAgent, TelemetryConfig
+    from edgefleet.edge._telemetry import (
+        BrokerUrlError,
+        Identity,
+        MqttPublisher,
+        Priority,
+        Spool,
+        TelemetryAgent,
+        TelemetryConfig,
+    )
+    from edgefleet.edge._telemetry import parse_broker_url as agent_url
+    from edgefleet.proto.v1 import telemetry_pb2 as pb
 
     engine = sa.create_engine(f"sqlite:///{tmp_path}/telemetry.db")
     create_tables(engine)
     store = TelemetryStore(engine)
     out, ca, port = broker["out"], broker["ca"], broker["port"]
     ingester = Ingester(
-        parse_broker_url(f"mqtts://localhost:{port}", ca_file=ca, cert_file=out / "localhost.pem",
-                         key_file=out / "localhost.key"),
+        parse_broker_url(f"mqtts://localhost:{port}", ca_file=ca, cert_file=out / "ctl.pem",
+                         key_file=out / "ctl.key"),
         store, client_id=f"ingest-{uuid.uuid4().hex[:6]}", fleet=FLEET,
     )  # fmt: skip
     ingester.start()
 
-    def agent(claimed: str, cert: str) -> TelemetryAgent:
-        cfg = TelemetryConfig(
+    def config(claimed: str, cert: str) -> TelemetryConfig:
+        return TelemetryConfig(
             fleet=FLEET, device_id=claimed, broker=f"mqtts://localhost:{port}", ca_file=ca,
             cert_file=out / f"{cert}.pem", key_file=out / f"{cert}.key", interval_s=0.5,
             spool_path=tmp_path / f"{claimed}-spool.db", gpu="none",
         )  # fmt: skip
-        a = TelemetryAgent(cfg, agent_version="test")
-        a.start()
-        return a
 
-    honest = agent("cam-01", "cam-01")
-    impostor = agent("cam-02", "cam-01")  # cam-01's certificate, cam-02's topics
+    for claimed, cert in (("cam-02", "cam-01"), ("cam-01", "ctl")):
+        with pytest.raises(BrokerUrlError, match="certificate"):
+            config(claimed, cert).broker_address()
+    honest = TelemetryAgent(config("cam-01", "cam-01"), agent_version="test")
+    honest.start()
+    # the publisher itself, past the configuration's check: cam-01's certificate, cam-02's topics
+    address = agent_url(f"mqtts://localhost:{port}", ca_file=ca, cert_file=out / "cam-01.pem",
+                        key_file=out / "cam-01.key")  # fmt: skip
+    impostor = MqttPublisher(address, Identity(FLEET, "cam-02"), Spool(":memory:"))
+    impostor.start()
+    impostor.publish("telemetry", pb.Telemetry(interval_s=1.0), Priority.ROUTINE)
     try:
         wait_for(
             "cam-01's telemetry stored",
             lambda: any(d.device_id == "cam-01" and d.online for d in store.devices(fleet=FLEET)),
             20,
         )
-        time.sleep(2.0)
+        wait_for("the broker's refusals", lambda: impostor.stats().rejected >= 2, 10)  # its ONLINE and telemetry
+        assert honest.publisher is not None
+        wait_for("cam-01 acknowledged", lambda: honest.publisher.stats().watermarks > 0, 10)  # type: ignore[union-attr]
         assert not any(d.device_id == "cam-02" for d in store.devices(fleet=FLEET))
     finally:
         honest.stop()
-        impostor.stop()
+        impostor.stop(1)
         ingester.stop()

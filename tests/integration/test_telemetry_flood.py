@@ -1,5 +1,9 @@
 """A device flooding MQTT telemetry against a real Mosquitto: the ingester drops what is over that
-device's rate limit, counts it per device, and every other device's messages are all stored."""
+device's rate limit, counts it per device, and every other device's messages are all stored.
+
+The flooding device deletes on the broker's PUBACK (``delivery: broker``): with controller delivery what
+the limit dropped is never acknowledged, so an agent keeps it and sends it again later (its spool bounds
+how much), which is what the quiet device here relies on."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefleet.edge._telemetry import Priority
+from edgefleet.edge._telemetry import Delivery, Identity, MqttPublisher, Priority, Spool, parse_broker_url
 
 from .telemetry_broker import Mosquitto, wait_for
 from .test_telemetry_mqtt import Arrivals, ingester, publisher, telemetry
@@ -27,7 +31,10 @@ def test_flood_from_one_device_is_rate_limited_others_unaffected(tmp_path: Path)
     store = TelemetryStore(create_engine(f"sqlite:///{tmp_path / 'controller.db'}"))
     arrivals = Arrivals()
     ing = ingester(broker.url, store, arrivals, client_id="itest-flood", device_rate_per_s=RATE, device_burst=BURST)
-    flood, quiet = publisher(broker.url, "cam-flood"), publisher(broker.url, "cam-quiet")
+    flood = MqttPublisher(
+        parse_broker_url(broker.url), Identity("itest", "cam-flood"), Spool(":memory:"), delivery=Delivery.BROKER
+    )
+    quiet = publisher(broker.url, "cam-quiet")
     flood.start()
     quiet.start()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -74,13 +76,14 @@ def ingester(url: str, store: TelemetryStore, arrivals: Arrivals | None = None, 
     return ing
 
 
-def publisher(url: str, device: str, spool: Spool | None = None) -> MqttPublisher:
+def publisher(url: str, device: str, spool: Spool | None = None, **kw: Any) -> MqttPublisher:
     return MqttPublisher(
         parse_broker_url(url),
         Identity("itest", device),
         spool if spool is not None else Spool(":memory:"),
         backoff_s=(0.05, 0.5),
         connect_timeout_s=2.0,
+        **kw,
     )
 
 
@@ -249,7 +252,7 @@ def test_full_spool_drops_only_low_priority_and_counts(tmp_path: Path, store: Te
         spool.close()
 
 
-def _mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
+def mosquitto_pub(port: int, topic: str, payload: bytes) -> None:
     subprocess.run(
         ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv5", "-q", "1", "-t", topic, "-s"],
         input=payload,
@@ -268,22 +271,23 @@ def test_bad_payloads_rejected_and_counted_ingestion_continues(broker: Mosquitto
         assert pub.flush(5)
         base = "edgefleet/v1/itest/cam-good"
         good_header = {"deviceId": "cam-good", "fleet": "itest", "sequence": "1"}
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{not json")  # malformed
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"\xff\xfe\x00")  # not UTF-8
-        _mosquitto_pub(broker.port, f"{base}/telemetry", b"{" + b" " * 5000 + b"}")  # oversized
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"{not json")  # malformed
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"\xff\xfe\x00")  # not UTF-8
+        mosquitto_pub(broker.port, f"{base}/telemetry", b"{" + b" " * 5000 + b"}")  # oversized
         bogus = {"header": good_header, "bogus": 1}
-        _mosquitto_pub(broker.port, f"{base}/telemetry", json.dumps(bogus).encode())  # unknown field
+        mosquitto_pub(broker.port, f"{base}/telemetry", json.dumps(bogus).encode())  # unknown field
         wrong = {"header": {**good_header, "deviceId": "someone-else"}}
-        _mosquitto_pub(broker.port, f"{base}/status", json.dumps(wrong).encode())  # header/topic mismatch
-        _mosquitto_pub(broker.port, f"{base}/events", json.dumps({"header": good_header}).encode())  # no kind
-        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # unknown topic kind
+        mosquitto_pub(broker.port, f"{base}/status", json.dumps(wrong).encode())  # header/topic mismatch
+        mosquitto_pub(broker.port, f"{base}/events", json.dumps({"header": good_header}).encode())  # no kind
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-good/nonsense", b"{}")  # not subscribed to
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/Not A Device/telemetry", b"{}")  # not a device id
         last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: ing.stats().rejected_total >= 7 and len(arrivals.get("cam-good", "telemetry")) >= 2, 10)
     finally:
         pub.stop(2)
         ing.stop()
-    assert ing.stats().rejected == {"malformed": 2, "oversized": 1, "schema": 3, "topic": 1}
+    assert ing.stats().rejected == {"malformed": 2, "oversized": 1, "schema": 2, "wrong_device": 1, "topic": 1}
     assert arrivals.get("cam-good", "telemetry") == [first, last]
 
 
@@ -296,10 +300,10 @@ def test_unforeseen_validator_and_callback_failures_do_not_stop_ingestion(
 
     real = _ingest.parse_message
 
-    def buggy(topic: str, payload: bytes, content_type: str | None, max_bytes: int) -> Parsed:
+    def buggy(topic: str, payload: bytes, *args: object) -> Parsed:
         if b"boom" in payload:
             raise RuntimeError("a validator bug")
-        return real(topic, payload, content_type, max_bytes)
+        return real(topic, payload, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_ingest, "parse_message", buggy)
     arrivals = Arrivals()
@@ -320,7 +324,7 @@ def test_unforeseen_validator_and_callback_failures_do_not_stop_ingestion(
         first = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: calls["n"] >= 1, 10)
-        _mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-bug/telemetry", b'{"boom": 1}')
+        mosquitto_pub(broker.port, "edgefleet/v1/itest/cam-bug/telemetry", b'{"boom": 1}')
         last = pub.publish("telemetry", telemetry(), Priority.ROUTINE)
         assert pub.flush(5)
         assert wait_for(lambda: len(arrivals.get("cam-bug", "telemetry")) >= 1 and ing.stats().rejected_total >= 1, 10)
@@ -544,3 +548,87 @@ def test_two_replicas_share_binary_telemetry_each_message_once(broker: Mosquitto
     (event,) = store.recent("cam-pb", 60, kind="events")
     assert event["seq"] == sent_swap and event["message"]["swap"]["phase"] == "PHASE_ROLLED_BACK"
     assert store.health("cam-pb", 60).errors == 1  # the rollback counts
+
+
+@contextlib.contextmanager
+def watching(port: int) -> Iterator[None]:
+    """A plain subscriber on everything: the broker answers every PUBACK with success from now on."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    c.subscribe("edgefleet/v1/#", qos=1)
+    time.sleep(0.3)
+    try:
+        yield
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+def test_a_watchers_puback_deletes_nothing_until_a_controller_stored_it(
+    broker: Mosquitto, store: TelemetryStore
+) -> None:
+    """With a watcher subscribed and no controller, every PUBACK says success: the spool keeps all of it
+    (before, the agent deleted it and it was lost), and a controller that comes later gets all of it."""
+    pub = publisher(broker.url, "cam-watched", ack_timeout_s=1.0)
+    arrivals = Arrivals()
+    ing: Ingester | None = None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(watching(broker.port))
+        stack.callback(pub.stop, 2)
+        stack.callback(lambda: ing is not None and ing.stop())
+        pub.start()
+        sent = [pub.publish("telemetry", telemetry(), Priority.ROUTINE) for _ in range(20)]
+        assert wait_for(lambda: pub.stats().sent >= 20, 10)
+        time.sleep(0.5)
+        assert len(pub.spool) >= 20 and pub.stats().held == 0  # the broker said delivered; the spool disagrees
+        ing = ingester(broker.url, store, arrivals, client_id="itest-watched")
+        assert pub.flush(30), pub.stats()  # re-sent after the acknowledgement timeout, then acknowledged
+        assert pub.stats().resends >= 1 and pub.stats().spool.acked_seq >= sent[-1]
+    assert store.sequences("cam-watched", "telemetry") == sent
+
+
+def test_broker_delivery_deletes_on_puback_without_any_controller(broker: Mosquitto) -> None:
+    """``delivery: broker`` (no edgefleet controller): PUBACK is the proof, nothing waits for an ack."""
+    from edgefleet.edge._telemetry import Delivery
+
+    pub = MqttPublisher(
+        parse_broker_url(broker.url), Identity("itest", "cam-plain"), Spool(":memory:"), delivery=Delivery.BROKER
+    )
+    with watching(broker.port):
+        try:
+            pub.start()
+            for _ in range(20):
+                pub.publish("telemetry", telemetry(), Priority.ROUTINE)
+            assert pub.flush(10)
+            assert pub.stats().watermarks == 0 and pub.stats().acked >= 20
+        finally:
+            pub.stop(2)
+
+
+def test_a_message_no_controller_can_store_is_given_up_not_held_forever(
+    broker: Mosquitto, store: TelemetryStore
+) -> None:
+    """One message is over the controller's payload limit (rejected before its header can be read): the
+    agent sends it three times, sees later ones stored, gives it up and counts it; the rest is stored."""
+    arrivals = Arrivals()
+    ing = ingester(broker.url, store, arrivals, client_id="itest-huge", max_payload_bytes=2048)
+    pub = MqttPublisher(
+        parse_broker_url(broker.url), Identity("itest", "cam-huge"), Spool(":memory:"), ack_timeout_s=0.3
+    )
+    try:
+        pub.start()
+        before = [pub.publish("telemetry", telemetry(), Priority.ROUTINE) for _ in range(3)]
+        huge = pb.Event(error=pb.Event.Error(component="x", message="y" * 4000))
+        lost = pub.publish("events", huge, Priority.CRITICAL)
+        after = [pub.publish("telemetry", telemetry(), Priority.ROUTINE) for _ in range(3)]
+        assert pub.flush(30), pub.stats()
+    finally:
+        pub.stop(2)
+        ing.stop()
+    assert pub.stats().rejected == 1 and ing.stats().rejected.get("oversized", 0) >= 3
+    assert store.sequences("cam-huge", "telemetry") == before + after
+    assert lost not in store.sequences("cam-huge")

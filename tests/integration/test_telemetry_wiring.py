@@ -168,6 +168,22 @@ def test_telemetry_reaches_the_controller_and_gates_rollouts(
             check=False,
         )
         assert tail.returncode == 0 and "toy-yolo:3.0.0" in tail.stdout, tail.stderr
+
+        # a message under a1's name that is not telemetry: `devices show` counts it by reason
+        subprocess.run(
+            ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-V", "mqttv5", "-q", "1",
+             "-t", f"edgefleet/v1/{fleet_name}/a1/telemetry", "-m", "{not json"],
+            check=True, timeout=10,
+        )  # fmt: skip
+        rejected = wait_for(
+            "the rejection in devices show",
+            lambda: cli_json("devices", "show", "a1", "--controller", fleet.address)["telemetry"].get("rejected"),
+            15,
+            0.5,
+        )
+        assert rejected == {"malformed": "1"}  # uint64 in protobuf's JSON mapping: a string
+        shown = cli_json("devices", "show", "a1", "--controller", fleet.address)["telemetry"]
+        assert int(shown["acknowledged_seq"]) > 0  # the agent's messages are acknowledged
     finally:
         for a in fleet.agents.values():
             a.kill(signal.SIGTERM)

@@ -6,6 +6,16 @@ frame. Prints one JSON object (and writes it to --out).
 Usage: .venv/bin/python tools/bench/telemetry_bench.py [--replicas 1] [--devices 100] [--messages 20000]
            [--publishers 4] [--encoding json|protobuf] [--mode live|backlog|both] [--rate 0]
            [--db sqlite | postgresql://postgres@127.0.0.1:5432/] [--agent-seconds 5] [--out FILE]
+           [--delivery broker|controller|both] [--repeat 1] [--agent-messages 0] [--outage-seconds 0]
+
+--delivery: what deletes an agent's spooled message, side by side in one run. ``broker``: the PUBACK (the
+payloads carry no delivery chain, the replicas publish no acknowledgements); ``controller``: the
+controller's acknowledgement (payloads carry header.prev, the replicas follow the chain and publish
+watermarks). --repeat alternates them that many times. --agent-messages N: one real agent publisher
+process (MqttPublisher, disk spool) sends N telemetry messages as fast as it can per delivery mode, and its
+CPU per message until its spool is empty is measured (``_delivery_bench``). --outage-seconds S: two agents
+(8 streams, telemetry every second, detection events), one per delivery mode, while the ingest replica is
+down for S seconds: spool growth, then the time to drain and what was re-sent.
 
 live: the simulated devices publish (at --rate messages/s in all, or as fast as they can) while the
 replicas ingest; everything shares the cores, and publish-to-stored latency (agent clock in the header to
@@ -40,30 +50,25 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
+from _delivery_bench import (  # noqa: E402
+    bench_agent_delivery,
+    bench_outage,
+    comparison,
+    fake_stats,
+    telemetry_template,
+)
 from _harness import database_url, emit, load, machine  # noqa: E402
 
 from edgefleet.cloud._db import create_engine  # noqa: E402
 from edgefleet.cloud._telemetry import Ingester, TelemetryStore  # noqa: E402
 from edgefleet.cloud._telemetry import parse_broker_url as cloud_url  # noqa: E402
 from edgefleet.edge._telemetry import TelemetryAgent, TelemetryConfig  # noqa: E402
-from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp, topic  # noqa: E402
+from edgefleet.edge._telemetry._messages import Encoding, Identity, encode, stamp, topic, with_prev  # noqa: E402
 from edgefleet.proto.v1 import telemetry_pb2 as pb  # noqa: E402
-from edgefleet.sdk import Detection, PipelineStats, Result, StreamStats  # noqa: E402
+from edgefleet.sdk import Detection, Result  # noqa: E402
 from tests.integration.telemetry_broker import Mosquitto  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
-
-
-def telemetry_template(streams: int = 8) -> pb.Telemetry:
-    m = pb.Telemetry(interval_s=10.0)
-    p = m.pipelines.add(name="default", fps=240.0, model_version="det:1.0.0")
-    p.latency.p95_ms = 25.0
-    for i in range(streams):
-        s = p.streams.add(stream_id=f"cam{i}", fps=30.0, frames_in=1000, results=1000)
-        s.latency.p95_ms = 25.0
-    m.system.cpu_pct = 35.0
-    m.system.gpus.add(index=0, name="Orin", utilization_pct=60.0)
-    return m
 
 
 _PLACEHOLDER = "1970-01-01T00:00:01.000000001Z"  # header time of the pre-encoded JSON payloads
@@ -80,9 +85,10 @@ def publish(
     rate: float,
     go: Any,
     ready: Any,
+    chained: bool = False,
 ) -> None:
     """One publisher process: ``count`` telemetry messages round-robin over its share of the devices, at
-    ``rate`` messages/s (0: as fast as it can).
+    ``rate`` messages/s (0: as fast as it can); ``chained``: with header.prev (controller delivery).
 
     Payloads are encoded before ``go`` (only the header time is set as each is sent), so the publishers
     spend their CPU on MQTT rather than on building messages."""
@@ -103,7 +109,12 @@ def publish(
         msg = pb.Telemetry()
         msg.CopyFrom(template)
         stamp(msg, ident, seqs[d], [], now=1.000000001)
-        body: Any = msg if enc is Encoding.PROTOBUF else encode(msg, enc).decode().split(_PLACEHOLDER)
+        if chained and enc is Encoding.PROTOBUF:
+            msg.header.prev = seqs[d] - 1
+        text = encode(msg, enc)
+        if chained and enc is Encoding.JSON:
+            text = with_prev(text, enc.content_type, seqs[d] - 1)
+        body: Any = msg if enc is Encoding.PROTOBUF else text.decode().split(_PLACEHOLDER)
         work.append((topic(ident, "telemetry"), body))
     c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     c.max_inflight_messages_set(200)
@@ -197,6 +208,7 @@ def replica(
             "window": window if window[0] else [t0, t0],
             "cpu_s": {"process": cpu1 - cpu0, "paho": paho1 - paho0, **getattr(s, "cpu_s", {})},
             "latencies": latencies,
+            "acks_published": getattr(s, "acks_published", 0),
         }
     )
 
@@ -228,6 +240,7 @@ def bench_ingest(
     rate: float = 0.0,
     broker_pid: int | None = None,
     buffered: bool = True,
+    delivery: str = "broker",
 ) -> dict[str, Any]:
     TelemetryStore(create_engine(db)).engine.dispose()  # tables exist before the replicas start
     stored_total = SPAWN.Value("q", 0)
@@ -252,7 +265,19 @@ def bench_ingest(
     pubs = [
         SPAWN.Process(
             target=publish,
-            args=(port, i, publishers, devices, per_pub, encoding, prefix, rate / publishers, go, ready),
+            args=(
+                port,
+                i,
+                publishers,
+                devices,
+                per_pub,
+                encoding,
+                prefix,
+                rate / publishers,
+                go,
+                ready,
+                delivery == "controller",
+            ),
         )
         for i in range(publishers)
     ]
@@ -292,6 +317,7 @@ def bench_ingest(
     lat = np.array([x for r in results for x in r["latencies"]]) * 1000.0
     out: dict[str, Any] = {
         "mode": mode,
+        "delivery": delivery,
         "replicas": replicas,
         "devices": devices,
         "messages": total,
@@ -306,6 +332,7 @@ def bench_ingest(
                 "stored": r["stored"],
                 "msgs_per_s": round(r["stored"] / elapsed) if elapsed > 0 else None,
                 "batches": r["batches"],
+                "acks_published": r["acks_published"],
                 "cpu_us_per_msg": _per_message(r["cpu_s"], r["stored"]),
             }
             for r in results
@@ -319,30 +346,6 @@ def bench_ingest(
         out["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 1) if len(lat) else None
         out["latency_ms_p99"] = round(float(np.percentile(lat, 99)), 1) if len(lat) else None
     return out
-
-
-def fake_stats() -> PipelineStats:
-    streams = {
-        f"cam{i}": StreamStats(
-            f"cam{i}", True, 900, 900, 30.0, 0, 0, 0, 0.0, 0, 10.0, 20.0, 30.0, True, False, None, "det:1.0.0"
-        )
-        for i in range(8)
-    }
-    return PipelineStats(
-        30.0,
-        7200,
-        7200,
-        240.0,
-        0,
-        streams,
-        {},
-        {"infer": 0},
-        {"counts": {}, "bytes": {}},
-        0.0,
-        900,
-        8.0,
-        "det:1.0.0",
-    )
 
 
 def bench_agent(url: str, seconds: float, workdir: Path) -> dict[str, object]:
@@ -420,6 +423,10 @@ def main() -> None:
         default="buffered",
         help="ingest replicas read with BufferedClient (default), paho as is, or both side by side",
     )
+    ap.add_argument("--delivery", choices=["broker", "controller", "both"], default="both")
+    ap.add_argument("--repeat", type=int, default=1, help="alternate the delivery modes this many times")
+    ap.add_argument("--agent-messages", type=int, default=0, help="agent CPU per message part (0: skip)")
+    ap.add_argument("--outage-seconds", type=float, default=0.0, help="spool growth part (0: skip)")
     args = ap.parse_args()
     result: dict[str, Any] = {
         "command": shlex.join([".venv/bin/python", "tools/bench/telemetry_bench.py", *sys.argv[1:]]),
@@ -431,10 +438,12 @@ def main() -> None:
     }
     modes = ["live", "backlog"] if args.mode == "both" else [args.mode]
     readers = {"buffered": [True], "plain": [False], "both": [True, False]}[args.paho]
+    deliveries = ["broker", "controller"] if args.delivery == "both" else [args.delivery]
+    runs = [(m, b, d, r) for m in modes for b in readers for r in range(args.repeat) for d in deliveries]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for mode, buffered in [(m, b) for m in modes for b in readers]:
-            key = f"ingest_{mode}" + ("" if buffered else "_plain_paho")
+        for mode, buffered, delivery, rep in runs if args.messages > 0 else []:
+            key = f"ingest_{mode}" + ("" if buffered else "_plain_paho") + f"_{delivery}" + (f"_{rep}" if rep else "")
             broker = Mosquitto(work / f"mosquitto-{key}").start()
             try:
                 with database_url(args.db, work / f"bench-{key}.db") as db:
@@ -450,6 +459,7 @@ def main() -> None:
                         rate=args.rate if mode == "live" else 0.0,
                         broker_pid=broker.proc.pid if broker.proc is not None else None,
                         buffered=buffered,
+                        delivery=delivery,
                     )
             finally:
                 broker.stop()
@@ -459,6 +469,21 @@ def main() -> None:
                 result["agent"] = bench_agent(broker.url, args.agent_seconds, work)
             finally:
                 broker.stop()
+        if args.agent_messages > 0:
+            broker = Mosquitto(work / "mosquitto-agent-delivery").start()
+            try:
+                result["agent_delivery"] = bench_agent_delivery(
+                    broker.url, work, deliveries, args.agent_messages, args.repeat, args.encoding
+                )
+            finally:
+                broker.stop()
+        if args.outage_seconds > 0:
+            broker = Mosquitto(work / "mosquitto-outage").start()
+            try:
+                result["outage"] = bench_outage(broker.url, work, args.outage_seconds)
+            finally:
+                broker.stop()
+    result["comparison"] = comparison(result)
     emit(result, args.out)
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import pwd
 import re
 from pathlib import Path
 
 import pytest
 
 from edgefleet.cloud import _certs
-from edgefleet.cloud._certs import CertError, init_ca, issue, list_issued
+from edgefleet.cloud._certs import CertError, init_ca, issue, list_issued, revoke
 
 
 def test_init_ca_refuses_validity_and_names_it_cannot_sign(tmp_path: Path) -> None:
@@ -60,10 +62,12 @@ def test_mosquitto_config_refuses_tls_files_mosquitto_would_refuse(tmp_path: Pat
     ca, other = tmp_path / "ca", tmp_path / "other"
     init_ca(ca)
     init_ca(other)
-    server = issue(ca, "controller", "localhost", tmp_path / "out")
+    server = issue(ca, "broker", "localhost", tmp_path / "out")
+    ctl = issue(ca, "controller", "ctl", tmp_path / "out")
     junk = tmp_path / "junk.pem"
     junk.write_bytes(b"\x87 not PEM")
-    good = {"ca": ca / "ca.pem", "cert": server.cert, "key": server.key, "crl": ca / "crl.pem"}
+    me = pwd.getpwuid(os.geteuid()).pw_name  # Mosquitto run as this account: it reads what it wrote
+    good = {"ca": ca / "ca.pem", "cert": server.cert, "key": server.key, "crl": ca / "crl.pem", "user": me}
     assert render_mosquitto(tmp_path / "conf", **good).is_file()  # type: ignore[arg-type]
     for change, message in [
         ({"ca": junk}, "--ca .*: not a PEM certificate"),
@@ -73,6 +77,8 @@ def test_mosquitto_config_refuses_tls_files_mosquitto_would_refuse(tmp_path: Pat
         ({"ca": other / "ca.pem"}, "was not issued by --ca"),
         ({"crl": other / "crl.pem"}, "--crl .* is not signed by --ca"),
         ({"bind": "not an addr"}, "neither an IP address nor a host name"),
+        ({"cert": ctl.cert, "key": ctl.key}, "is a controller certificate .*certs issue --broker"),
+        ({"user": "no-such-account-here"}, "no such account"),
     ]:
         with pytest.raises(ValueError, match=message):
             render_mosquitto(tmp_path / "bad", **{**good, **change})  # type: ignore[arg-type]
@@ -100,3 +106,28 @@ def test_controller_tls_files_are_checked_before_grpc_sees_them(
         with pytest.raises(typer.Exit):
             controller_security(cert, key, ca, None, False, None, [])
         assert re.search(message, capsys.readouterr().err.replace("\n", ""))
+
+
+def test_roles_are_in_the_common_name_and_names_are_unique_across_roles(tmp_path: Path) -> None:
+    from edgefleet.sdk._tls import certificate_role
+
+    ca = tmp_path / "ca"
+    init_ca(ca)
+    got = {
+        role: certificate_role(issue(ca, role, name, tmp_path / "out").cert.read_bytes())  # type: ignore[arg-type]
+        for role, name in (("device", "cam-1"), ("controller", "ctl"), ("admin", "alice"), ("broker", "mqtt"))
+    }
+    assert {r: (c.role, c.name, c.cn) for r, c in got.items()} == {
+        "device": ("device", "cam-1", "cam-1"),
+        "controller": ("controller", "ctl", "controller/ctl"),
+        "admin": ("admin", "alice", "admin/alice"),
+        "broker": ("broker", "mqtt", "broker/mqtt"),
+    }
+    for role, name in (("device", "ctl"), ("admin", "cam-1"), ("broker", "alice"), ("controller", "mqtt")):
+        with pytest.raises(CertError, match=f"'{name}' is already the name of a"):
+            issue(ca, role, name, tmp_path / "refused")  # type: ignore[arg-type]
+    assert not (tmp_path / "refused").exists()
+    issue(ca, "device", "cam-1", tmp_path / "out", force=True)  # the same role again: a renewal
+    serial = next(e["serial"] for e in list_issued(ca) if e["name"] == "ctl")
+    revoke(ca, serial)
+    issue(ca, "device", "ctl", tmp_path / "out2")  # a revoked name may go to another role

@@ -52,7 +52,7 @@ def status(seq: int, state: int, started: float, conn: int, will: bool = False) 
             "schema",
         ),
         (f"{T}/telemetry", b'{"header": {"deviceId": "dev1", "fleet": "f1"}}', None, "schema"),
-        (f"{T}/status", b'{"header": {"deviceId": "dev2", "fleet": "f1", "sequence": "1"}}', None, "schema"),
+        (f"{T}/status", b'{"header": {"deviceId": "dev2", "fleet": "f1", "sequence": "1"}}', None, "wrong_device"),
         (f"{T}/telemetry", b" " * 70000, None, "oversized"),
         (f"{T}/telemetry", b"[" * 5000, None, "malformed"),  # nested past the interpreter's stack
         # valid protobuf, but past the database's integer columns (it failed every batch it was in)

@@ -3,9 +3,11 @@
 A CA folder holds ``ca.pem`` (give it to every controller, agent and broker), ``ca.key`` (mode 0600;
 keep it offline), ``index.json`` (every certificate issued, for ``revoke``) and ``crl.pem`` (the
 revocation list controllers and brokers enforce). A certificate's role is its subject's
-organizational unit (``device``, ``controller`` or ``admin``); its identity is the common name, also
-written as the SAN URI ``urn:edgefleet:<role>:<name>``. Keys are ECDSA P-256 (gRPC, OpenSSL and
-Mosquitto all take them).
+organizational unit (``device``, ``controller``, ``admin`` or ``broker``) and is written into the common
+name too (``edgefleet.sdk._tls.common_name``: a device's CN is its id, any other's ``<role>/<name>``, so
+the broker's ACL tells them apart); the name is also the SAN URI ``urn:edgefleet:<role>:<name>``. A name
+belongs to one role: ``issue`` refuses it for another while a certificate of the first is not revoked.
+Keys are ECDSA P-256 (gRPC, OpenSSL and Mosquitto all take them).
 
 Example::
 
@@ -32,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, r
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from edgefleet.sdk._names import NAME_RE as _NAME_RE
+from edgefleet.sdk._tls import certificate_role, common_name
 
 from ._errors import CloudError
 
@@ -48,8 +51,9 @@ __all__ = [
     "revoke",
 ]
 
-Role = Literal["device", "controller", "admin"]
-ROLES: tuple[Role, ...] = ("device", "controller", "admin")
+Role = Literal["device", "controller", "admin", "broker"]
+ROLES: tuple[Role, ...] = ("device", "controller", "admin", "broker")
+_SERVERS = ("controller", "broker")  # named by a host name or IP, with DNS/IP SANs
 MAX_DAYS = 36500  # a hundred years: the longest validity --days takes (beyond it dates overflow)
 _HOST_RE = re.compile(r"^[A-Za-z0-9*]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\Z")
 
@@ -275,24 +279,33 @@ def issue(
     hosts: list[str] | None = None,
     force: bool = False,
 ) -> Issued:
-    """Issue a certificate for a device (``name`` = device id), a controller (``name`` = host name or
-    IP; ``hosts`` adds SANs) or an admin; writes ``<name>.pem`` and ``<name>.key`` (0600) in ``out_dir``."""
+    """Issue a certificate for a device (``name`` = device id), a controller or a broker (``name`` = host
+    name or IP; ``hosts`` adds SANs) or an admin; writes ``<name>.pem`` and ``<name>.key`` (0600) in
+    ``out_dir``. A name another role's certificate holds (not revoked) is refused."""
     if role not in ROLES:
         raise CertError(f"role must be one of {', '.join(ROLES)}")
-    if role == "controller":
+    if role in _SERVERS:
         if not _HOST_RE.match(name):
             try:
                 ipaddress.ip_address(name)
             except ValueError:
-                raise CertError(f"controller {name!r} is neither a host name nor an IP address") from None
+                raise CertError(f"{role} {name!r} is neither a host name nor an IP address") from None
         hosts = [name, *(h for h in hosts or [] if h != name)]
     else:
         if not _NAME_RE.match(name):
             raise CertError(f"{role} name {name!r} must match [a-z0-9][a-z0-9._-]{{0,63}}")
         hosts = list(hosts or [])
+    if len(common_name(role, name)) > 64:
+        raise CertError(f"{role} name {name!r} is too long for a certificate's common name")
     _check_days(days)
     ca_cert, ca_key = _load_ca(ca_dir)
     entries = _index(ca_dir)  # read before anything is written: a damaged index must not leave a stray cert
+    taken = sorted({e["role"] for e in entries if e.get("name") == name and e["role"] != role and not e["revoked_at"]})
+    if taken:
+        raise CertError(
+            f"{name!r} is already the name of a {taken[0]} certificate; names are unique across roles "
+            "(revoke that one first, or choose another name)"
+        )
     cert_path, key_path = out_dir / f"{name}.pem", out_dir / f"{name}.key"
     if not force and (cert_path.exists() or key_path.exists()):
         raise CertError(f"{cert_path} or {key_path} exists; pass --force to overwrite")
@@ -304,6 +317,7 @@ def issue(
         "admin": [ExtendedKeyUsageOID.CLIENT_AUTH],
         # a controller serves gRPC and is an MQTT client of the broker
         "controller": [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+        "broker": [ExtendedKeyUsageOID.SERVER_AUTH],  # serves MQTT; never a client
     }[role]
     serial = x509.random_serial_number()
     cert = (
@@ -312,7 +326,7 @@ def issue(
             x509.Name(
                 [
                     x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role),
-                    x509.NameAttribute(NameOID.COMMON_NAME, name),
+                    x509.NameAttribute(NameOID.COMMON_NAME, common_name(role, name)),
                 ]
             )
         )
@@ -417,10 +431,8 @@ def load_crl_serials(crl_path: Path, ca_pem: bytes | None = None) -> frozenset[i
 
 
 def identity_of(cert_pem: bytes) -> Identity:
-    """Role, name and serial of a (verified) peer certificate."""
+    """Role, name (without the role prefix of the common name) and serial of a (verified) peer
+    certificate; the role is "" when the OU and the CN disagree."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    ou = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
-    cn = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    role = str(ou[0].value) if ou else ""
-    name = str(cn[0].value) if cn else ""
-    return Identity(role=role, name=name, serial=cert.serial_number)
+    found = certificate_role(cert_pem)
+    return Identity(role=found.role, name=found.name, serial=cert.serial_number)

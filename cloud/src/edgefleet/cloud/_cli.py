@@ -125,6 +125,13 @@ def _controller_commands(grp: typer.Typer) -> None:
         mqtt_ca_file: Annotated[Path | None, typer.Option(help="CA of the broker's certificate (mqtts)")] = None,
         mqtt_cert_file: Annotated[Path | None, typer.Option(help="Client certificate for the broker")] = None,
         mqtt_key_file: Annotated[Path | None, typer.Option(help="Client key for the broker")] = None,
+        mqtt_share_group: Annotated[
+            str,
+            typer.Option(help="Shared-subscription group of the ingest (the same on every replica; docs/security.md)"),
+        ] = "edgefleet-ingest",
+        metrics_listen: Annotated[
+            str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
+        ] = None,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
@@ -182,6 +189,8 @@ def _controller_commands(grp: typer.Typer) -> None:
                 mqtt_ca_file=mqtt_ca_file,
                 mqtt_cert_file=mqtt_cert_file,
                 mqtt_key_file=mqtt_key_file,
+                mqtt_share_group=mqtt_share_group,
+                metrics_listen=metrics_listen,
                 **security,
             )
             serve(

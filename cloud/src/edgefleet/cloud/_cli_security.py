@@ -31,7 +31,7 @@ def client_credentials(token: str | None = None) -> dict[str, Any]:
 
 
 def register_security(cli: Any) -> None:
-    _cert_commands(cli.group("certs", "The fleet CA: device, controller and admin certificates; revocation."))
+    _cert_commands(cli.group("certs", "The fleet CA: device, controller, admin and broker certificates; revocation."))
     _broker_commands(cli.group("controller", "Run the edgefleet controller (gRPC)."))
 
 
@@ -66,25 +66,27 @@ def _cert_commands(grp: typer.Typer) -> None:
         device: Annotated[str | None, typer.Option(help="Device id (the agent's device_id)")] = None,
         controller: Annotated[str | None, typer.Option(help="Controller host name or IP")] = None,
         admin: Annotated[str | None, typer.Option(help="Admin name")] = None,
+        broker: Annotated[str | None, typer.Option(help="MQTT broker host name or IP (its server certificate)")] = None,
         san: Annotated[
-            list[str] | None, typer.Option("--san", help="Extra DNS name or IP (controller); repeat")
+            list[str] | None, typer.Option("--san", help="Extra DNS name or IP (controller, broker); repeat")
         ] = None,
         ca_dir: CaDir = Path("fleet-ca"),
         out_dir: Annotated[Path, typer.Option(help="Where to write NAME.pem and NAME.key")] = Path("."),
         days: Annotated[int, typer.Option(help="Validity in days (capped at the CA's)")] = 365,
         force: Annotated[bool, typer.Option(help="Overwrite existing files")] = False,
     ) -> None:
-        """Issue one certificate: exactly one of --device, --controller, --admin."""
+        """Issue one certificate: exactly one of --device, --controller, --admin, --broker."""
         from ._certs import CertError, Role, issue
 
         options: tuple[tuple[Role, str | None], ...] = (
             ("device", device),
             ("controller", controller),
             ("admin", admin),
+            ("broker", broker),
         )
         chosen = [(r, n) for r, n in options if n]
         if len(chosen) != 1:
-            raise _fail("give exactly one of --device, --controller, --admin")
+            raise _fail("give exactly one of --device, --controller, --admin, --broker")
         role, name = chosen[0]
         try:
             res = issue(ca_dir, role, name, out_dir, days=days, hosts=san or [], force=force)
@@ -147,15 +149,21 @@ def _broker_commands(grp: typer.Typer) -> None:
         crl: Annotated[Path | None, typer.Option(help="Revocation list (crl.pem) to enforce")] = None,
         controller_name: Annotated[
             list[str] | None,
-            typer.Option("--controller-name", help="Common name of a controller certificate; repeat"),
+            typer.Option(
+                "--controller-name", help="Name of a controller certificate (certs issue --controller); repeat"
+            ),
+        ] = None,
+        admin_name: Annotated[
+            list[str] | None,
+            typer.Option("--admin-name", help="Name of an admin certificate that may read telemetry; repeat"),
         ] = None,
         user: Annotated[
             str | None,
-            typer.Option(help="User the broker runs as when started by root (must read the key file)"),
+            typer.Option(help="Account Mosquitto runs as (default: mosquitto when run by root, else you)"),
         ] = None,
     ) -> None:
         """Render a Mosquitto config: TLS listener, client certificates required (the common name is the
-        username), and an ACL confining each device to its own topics."""
+        username), an ACL exact per role, and the TLS files copied where Mosquitto's account reads them."""
         from ._mosquitto import render_mosquitto
 
         try:
@@ -169,11 +177,12 @@ def _broker_commands(grp: typer.Typer) -> None:
                 bind=bind,
                 crl=crl,
                 controllers=controller_name or [],
+                admins=admin_name or [],
                 user=user,
             )
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             raise _fail(str(exc)) from None
-        print(f"wrote {conf} and {out / 'acl'}; run: mosquitto -c {conf}")
+        print(f"wrote {conf}, {out / 'acl'} and the TLS files beside them; run: mosquitto -c {conf}")
 
 
 def controller_security(

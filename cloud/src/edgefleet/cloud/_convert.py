@@ -72,6 +72,8 @@ def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Devic
                 models=[f"{m.get('name', '')}:{m.get('version', '')}" for m in t.models],
                 fleet=t.fleet,
                 agent_version=t.agent_version,
+                rejected=t.rejected,
+                acknowledged_seq=t.acked_seq,
             )
         )
     return msg

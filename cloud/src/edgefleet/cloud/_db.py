@@ -142,7 +142,9 @@ def _v3(conn: Connection) -> None:
 def _upgrade_telemetry(conn: Connection) -> None:
     # v4: binary protobuf telemetry is stored as received (telemetry_messages.payload_pb), no longer
     # converted to JSON on ingest. v5: ix_telemetry_messages_received dropped (no query used it). Both are
-    # what upgrade_tables does; a database created by this release already has the result.
+    # what upgrade_tables does; a database created by this release already has the result. v6: the
+    # delivery chain and watermark (telemetry_messages.prev, telemetry_devices.acked_seq) and the
+    # rejection counts (telemetry_rejections).
     from ._telemetry._schema import upgrade_tables
 
     upgrade_tables(conn)
@@ -154,6 +156,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (3, "telemetry tables (telemetry_devices, telemetry_messages, telemetry_rollups)", _v3),
     (4, "telemetry_messages.payload_pb (binary protobuf payloads stored as received)", _upgrade_telemetry),
     (5, "drop ix_telemetry_messages_received (no query uses it; every insert paid for it)", _upgrade_telemetry),
+    (
+        6,
+        "telemetry acknowledgements (telemetry_messages.prev, telemetry_devices.acked_seq), telemetry_rejections",
+        _upgrade_telemetry,
+    ),
 ]
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,9 @@ SERVICES = ("edgefleet.proto.v1.AgentService", "edgefleet.proto.v1.FleetService"
 
 def server_options(settings: ControllerSettings) -> list[tuple[str, Any]]:
     return [
+        # gRPC sets SO_REUSEPORT by default: a second controller on the port would start and the kernel
+        # would split connections between two registries. Off, binding a port in use fails.
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", 30_000),
@@ -41,6 +46,57 @@ def server_options(settings: ControllerSettings) -> list[tuple[str, Any]]:
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_pings_without_data", 0),
     ]
+
+
+def port_in_use(listen: str) -> bool:
+    """Whether another socket already listens on ``listen`` (``host:port``; port 0 never is).
+
+    Probed with a plain bind (SO_REUSEADDR, as gRPC binds), so the refusal is one clear line instead of
+    gRPC's "Failed to bind" and its C-level log line."""
+    name, _, port_text = listen.rpartition(":")
+    host = name.strip("[]") or None
+    port = int(port_text)
+    if port == 0:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # an unresolvable name: gRPC says so
+    for family, kind, proto, _name, address in infos:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
+def _own_names(s: ControllerSettings) -> frozenset[str]:
+    """The names of this controller's own certificates (MQTT and gRPC): no device has them, so telemetry
+    under them did not come from a device. Refuses an MQTT certificate of another role, or one issued
+    before roles were written into the common name (the broker's ACL would treat it as a device)."""
+    from edgefleet.sdk._tls import ROLES, certificate_role
+
+    names: set[str] = set()
+    for flag, path in (("--mqtt-cert-file", s.mqtt_cert_file), ("--tls-cert", s.tls.cert if s.tls else None)):
+        if path is None:
+            continue
+        try:
+            found = certificate_role(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise CloudError(f"{flag} {path}: not a readable PEM certificate ({exc})") from None
+        if flag == "--mqtt-cert-file" and found.role in ROLES and (found.role != "controller" or found.legacy):
+            why = (
+                "was issued before roles went into the common name; re-issue it"
+                if found.legacy
+                else f"is a {found.role} certificate ({found.cn}); the controller needs its own"
+            )
+            raise CloudError(f"{flag} {path} {why}: edgefleet certs issue --controller <name> --force")
+        if found.role in ROLES:
+            names.add(found.name)
+    return frozenset(names)
 
 
 class Controller:
@@ -55,6 +111,8 @@ class Controller:
 
     async def start(self) -> Controller:
         s = self.settings
+        if port_in_use(s.listen):  # before anything else: a second replica on the port must not start at all
+            raise CloudError(f"cannot listen on {s.listen}: the port is in use (another controller or program)")
         try:
             self.store = await asyncio.to_thread(Store, s.db_url)
         except CloudError:
@@ -102,6 +160,12 @@ class Controller:
             self.engine.owner = s.replica_id
         if s.mqtt_url:
             self._start_ingest()
+        if s.metrics_listen:
+            from ._metrics import IngestCollector, serve_metrics
+
+            ingester = self.ingester
+            collector = IngestCollector(lambda: ingester.stats() if ingester is not None else None)
+            self._stack.callback(serve_metrics(collector, s.metrics_listen))
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)
@@ -132,7 +196,13 @@ class Controller:
             s.mqtt_url or "", ca_file=s.mqtt_ca_file, cert_file=s.mqtt_cert_file, key_file=s.mqtt_key_file
         )
         self.ingester = Ingester(
-            broker, self.telemetry, client_id=f"edgefleet-ingest-{s.replica_id}", fleet=s.mqtt_fleet
+            broker,
+            self.telemetry,
+            client_id=f"edgefleet-ingest-{s.replica_id}",
+            fleet=s.mqtt_fleet,
+            share_group=s.mqtt_share_group,
+            not_devices=_own_names(s),
+            replica=s.replica_id,
         )
         self.ingester.start()
         self._stack.callback(self.ingester.stop)

@@ -49,6 +49,8 @@ class ControllerSettings:
     mqtt_ca_file: Path | None = None
     mqtt_cert_file: Path | None = None
     mqtt_key_file: Path | None = None
+    mqtt_share_group: str = "edgefleet-ingest"  # the ingest shared subscription's group (every replica the same)
+    metrics_listen: str | None = None  # host:port for Prometheus /metrics; None: off
     tls: TLSFiles | None = None  # None: plain text (the CLI demands --insecure for that)
     admin_tokens: tuple[str, ...] = ()  # accepted as "authorization: Bearer <token>" on FleetService
     revoked_keys: frozenset[str] = frozenset()  # publisher key ids refused at push
@@ -64,6 +66,12 @@ class ControllerSettings:
         problem = host_port_problem(self.listen, lowest_port=0, grpc_targets=False)  # 0: any free port
         if problem:
             raise InvalidArgumentError(f"listen address {problem}")
+        if self.metrics_listen is not None:
+            problem = host_port_problem(self.metrics_listen, lowest_port=0, grpc_targets=False)
+            if problem:
+                raise InvalidArgumentError(f"--metrics-listen {problem}")
+        if not self.mqtt_share_group or any(c in self.mqtt_share_group for c in "/+#"):
+            raise InvalidArgumentError(f"--mqtt-share-group {self.mqtt_share_group!r} must be one topic level")
         for name in ("status_interval_s", "tick_s", "sweep_s", "resend_s", "lease_s", "stale_s", "hello_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):

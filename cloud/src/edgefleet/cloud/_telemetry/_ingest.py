@@ -3,8 +3,9 @@
 Threads: paho's network thread only enqueues (bounded queue; when it is full the network thread waits,
 which pushes back on the broker through TCP instead of dropping). One writer thread validates, stores a
 batch in one transaction and only then sends the PUBACKs (``manual_ack``), so a message the broker
-considers delivered is in the database. The session is persistent (clean start off, session expiry), so
-messages published while this replica is away wait in the broker for it.
+considers delivered is in the database, and publishes the devices' acknowledgement watermarks
+(``_acks``): what the agents delete their spooled messages on. The session is persistent (clean start
+off, session expiry), so messages published while this replica is away wait in the broker for it.
 """
 
 from __future__ import annotations
@@ -27,18 +28,20 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from ._acks import AckPublisher
 from ._broker import BrokerAddress
 from ._client import BufferedClient
 from ._errors import TelemetryIngestError
+from ._rejections import RejectionLog
 from ._store import TelemetryStore
-from ._validate import Parsed, Rejected, parse_message
+from ._validate import KINDS, Parsed, Rejected, parse_message
 
-__all__ = ["INGEST_TOPIC", "IngestStats", "Ingester", "IngesterState"]
+__all__ = ["INGEST_TOPIC", "SHARE_GROUP", "IngestStats", "Ingester", "IngesterState"]
 
 _log = logging.getLogger(__name__)
 
 SHARE_GROUP = "edgefleet-ingest"
-INGEST_TOPIC = "edgefleet/v1/+/+/+"
+INGEST_TOPIC = "edgefleet/v1/+/+/{status,telemetry,events}"  # one subscription per kind (not the acks)
 
 
 class IngesterState(str, enum.Enum):
@@ -61,6 +64,7 @@ class IngestStats:
     batches: int = 0
     rate_limited: dict[str, int] = field(default_factory=dict)  # "<fleet>/<device>" -> messages dropped
     cpu_s: dict[str, float] = field(default_factory=dict)  # writer-thread CPU seconds: parse, store, ack
+    acks_published: int = 0  # acknowledgement watermarks published to the devices
 
     @property
     def rejected_total(self) -> int:
@@ -92,6 +96,11 @@ def _device_key(topic: str) -> str | None:
     return f"{parts[2]}/{parts[3]}" + ("/status" if parts[4] == "status" else "")
 
 
+_ACK_PROPERTIES = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+_ACK_PROPERTIES.ContentType = "application/json"
+_ACK_PROPERTIES.PayloadFormatIndicator = 1
+
+
 class _Item(NamedTuple):  # one per message: a tuple is the cheapest record
     topic: str
     payload: bytes
@@ -102,8 +111,8 @@ class _Item(NamedTuple):  # one per message: a tuple is the cheapest record
 
 
 class Ingester:
-    """Subscribes ``$share/edgefleet-ingest/edgefleet/v1/+/+/+`` (``<fleet>`` for the 3rd level when given)
-    and stores what it receives.
+    """Subscribes ``$share/edgefleet-ingest/edgefleet/v1/+/+/<kind>`` for each kind (status, telemetry,
+    events; ``<fleet>`` for the 3rd level when given), stores what it receives and acknowledges it.
 
     Example::
 
@@ -131,20 +140,36 @@ class Ingester:
         device_rate_per_s: float | None = 200.0,
         device_burst: int = 5000,
         buffered_reads: bool = True,
+        share_group: str = SHARE_GROUP,
+        acks: bool = True,
+        ack_interval_s: float = 0.5,
+        not_devices: frozenset[str] = frozenset(),
+        replica: str | None = None,
     ) -> None:
         """``device_rate_per_s`` / ``device_burst``: what one device may send (a token bucket per device);
         beyond it messages are acknowledged, dropped and counted (``stats().rate_limited``), and other
         devices are unaffected. The burst lets an agent replay its spool after an outage; None: no limit.
         ``buffered_reads``: read the socket 64 KiB at a time (``_client.BufferedClient``); False: paho as is.
+        ``share_group``: the shared subscription's group (every replica the same). ``acks``: publish the
+        devices' acknowledgement watermarks (at most one per device per ``ack_interval_s``).
+        ``not_devices``: certificate names of other roles; telemetry under them is rejected.
         """
         self._buffered_reads = buffered_reads
         self.broker = broker
         self.store = store
         self.client_id = client_id or f"edgefleet-ingest-{socket.gethostname()}"
-        topic = INGEST_TOPIC if fleet is None else f"edgefleet/v1/{fleet}/+/+"
+        level = "+" if fleet is None else fleet
         if fleet is not None and (not fleet or any(c in fleet for c in "/+#") or fleet.startswith("$")):
             raise TelemetryIngestError(f"fleet {fleet!r} is not a single MQTT topic level")
-        self.topic = f"$share/{SHARE_GROUP}/{topic}" if shared else topic
+        if not share_group or any(c in share_group for c in "/+#"):
+            raise TelemetryIngestError(f"share group {share_group!r} must be one topic level without + or #")
+        prefix = f"$share/{share_group}/" if shared else ""
+        self.topics = [f"{prefix}edgefleet/v1/{level}/+/{kind}" for kind in KINDS]
+        self.topic = f"{prefix}edgefleet/v1/{level}/+/{{{','.join(KINDS)}}}"  # how logs name them
+        self._not_devices = frozenset(not_devices)
+        self._rejections = RejectionLog()
+        self._rejections_saved = 0.0
+        self._acks = AckPublisher(self._publish_ack, replica or self.client_id, ack_interval_s) if acks else None
         self._max_payload = max_payload_bytes
         self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
         self._batch_max = batch_max
@@ -159,9 +184,8 @@ class Ingester:
         self._state = IngesterState.STOPPED
         self._generation = 0
         self._counts: Counter[str] = Counter()
-        self._rejected: Counter[str] = Counter()
         self._limited: Counter[str] = Counter()
-        self._cpu: dict[str, float] = {"parse": 0.0, "store": 0.0, "ack": 0.0}
+        self._cpu: dict[str, float] = {"parse": 0.0, "store": 0.0, "ack": 0.0, "publish_acks": 0.0}
         self._limiter = _DeviceLimiter(device_rate_per_s, device_burst) if device_rate_per_s else None
         self._stop = threading.Event()
         self._subscribed = threading.Event()
@@ -238,13 +262,14 @@ class Ingester:
                 received=self._counts["received"],
                 stored=self._counts["stored"],
                 duplicates=self._counts["duplicates"],
-                rejected=dict(self._rejected),
+                rejected=self._rejections.counts(),
                 store_errors=self._counts["store_errors"],
                 queue_depth=self._queue.qsize(),
                 queue_full_waits=self._counts["queue_full_waits"],
                 batches=self._counts["batches"],
                 rate_limited=dict(self._limited),
                 cpu_s=dict(self._cpu),
+                acks_published=self._acks.published if self._acks is not None else 0,
             )
 
     # --- paho callbacks (network thread) -----------------------------------------------------------
@@ -264,7 +289,7 @@ class Ingester:
             self.broker.redacted_url,
             getattr(flags, "session_present", None),
         )
-        client.subscribe(self.topic, options=SubscribeOptions(qos=1))
+        client.subscribe([(t, SubscribeOptions(qos=1)) for t in self.topics])
 
     def _on_connect_fail(self, _c: mqtt.Client, _u: Any) -> None:
         """No TCP connection (refused, unreachable, DNS): said once per outage, retried with backoff."""
@@ -296,12 +321,10 @@ class Ingester:
             generation = self._generation
             limited = key is not None and self._limiter is not None and not self._limiter.allow(key, time.monotonic())
             if limited:
-                self._rejected["rate_limited"] += 1
-                first = self._limited[key] == 0 or self._limited[key] % 1000 == 0  # type: ignore[index]
                 self._limited[key] += 1  # type: ignore[index]
         if limited:  # acknowledged, or the broker's in-flight window would stall every device
-            if first:
-                _log.warning("telemetry from %s over its rate limit; dropping (counted)", key)
+            where = key.removesuffix("/status") if key else None
+            self._rejections.add("rate_limited", where, "over its rate limit; dropped", msg.topic)
             if msg.qos > 0 and self._client is not None:
                 self._client.ack(msg.mid, msg.qos)
             return
@@ -322,6 +345,7 @@ class Ingester:
                 first = self._queue.get(timeout=0.2)
             except queue.Empty:
                 last_compact = self._maybe_compact(last_compact)
+                self._housekeeping()
                 continue
             items = [first]
             while len(items) < self._batch_max:
@@ -336,26 +360,50 @@ class Ingester:
                 with self._lock:
                     self._counts["store_errors"] += 1
             last_compact = self._maybe_compact(last_compact)
+            self._housekeeping()
+
+    def _housekeeping(self) -> None:
+        """Due acknowledgements out; rejection counts into the database (at most once a second)."""
+        if self._acks is not None:
+            self._acks.flush()
+        now = time.monotonic()
+        if now - self._rejections_saved < 1.0:
+            return
+        self._rejections_saved = now
+        rows = self._rejections.take()
+        try:
+            self.store.record_rejections(rows)
+        except TelemetryIngestError as exc:
+            _log.warning("telemetry rejection counts not stored (kept for the next try): %s", exc)
+            self._rejections.put_back(rows)
+
+    def _publish_ack(self, topic: str, payload: bytes) -> bool:
+        client = self._client
+        if client is None or not client.is_connected():
+            return False
+        info = client.publish(topic, payload, qos=1, retain=True, properties=_ACK_PROPERTIES)
+        return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
 
     def _process(self, items: list[_Item]) -> None:
         t0 = time.thread_time()
         parsed: list[Parsed] = []
-        rejected: Counter[str] = Counter()
+        links: list[tuple[str, str, int, int]] = []
         for it in items:
             try:
-                parsed.append(parse_message(it.topic, it.payload, it.content_type, self._max_payload))
+                parsed.append(
+                    parse_message(it.topic, it.payload, it.content_type, self._max_payload, self._not_devices)
+                )
             except Rejected as rej:
-                _log.debug("telemetry rejected on %s: %s", it.topic[:200], rej)
-                rejected[rej.reason] += 1
+                self._rejections.add(rej.reason, rej.device, rej.detail, it.topic)
+                if rej.link is not None and rej.device is not None:
+                    fleet, _, device = rej.device.partition("/")
+                    links.append((fleet, device, *rej.link))
             except Exception:  # a payload our validator did not foresee: counted and dropped, never fatal
                 _log.exception("telemetry on %s could not be validated; dropped (counted 'internal')", it.topic[:200])
-                rejected["internal"] += 1
+                self._rejections.add("internal", None, "the validator failed", it.topic)
         t1 = time.thread_time()
-        if rejected:
-            with self._lock:
-                self._rejected.update(rejected)
         try:
-            result = self.store.write(parsed)
+            result = self.store.write(parsed, links=links)
         except Exception:
             # Not acknowledged: the broker redelivers after the next reconnect. Reconnect now.
             _log.exception("telemetry batch of %d not stored", len(parsed))
@@ -376,10 +424,15 @@ class Ingester:
                     if it.qos > 0 and it.generation == self._generation:
                         client.ack(it.mid, it.qos)
         t3 = time.thread_time()
+        if self._acks is not None and result.acks:
+            self._acks.note(result.acks)
+            self._acks.flush()
+        t4 = time.thread_time()
         with self._lock:
             self._cpu["parse"] += t1 - t0
             self._cpu["store"] += t2 - t1
             self._cpu["ack"] += t3 - t2
+            self._cpu["publish_acks"] += t4 - t3
         if self._on_stored is not None and result.fresh:
             try:
                 self._on_stored(result.fresh)

@@ -457,7 +457,8 @@ class FieldReader:
 
     __slots__ = ("_convert", "_default", "_keys")
 
-    def __init__(self, desc: Descriptor, field: str, default: Any = None) -> None:
+    def __init__(self, desc: Descriptor, field: str, default: Any = None, *, presence: bool = False) -> None:
+        """``presence``: an absent field reads as None (a proto3 ``optional`` field), not its default."""
         fd = desc.fields_by_name[field]
         self._keys = tuple(dict.fromkeys((fd.json_name, fd.name)))
         if fd.message_type is not None and fd.message_type.full_name == _TIMESTAMP:
@@ -469,6 +470,8 @@ class FieldReader:
         else:
             self._convert = _Compiler().scalar(fd)
             self._default = fd.default_value if default is None else default
+        if presence:
+            self._default = None
 
     def __call__(self, obj: Any) -> Any:
         if type(obj) is dict:

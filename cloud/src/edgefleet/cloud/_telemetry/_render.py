@@ -112,6 +112,15 @@ def print_live(
         pass
 
 
+def rejections_line(rejected: dict[str, dict[str, Any]]) -> str:
+    """``malformed 3, schema 1 (last at 12:00:01, schema: ...)`` or ``-``."""
+    if not rejected:
+        return "-"
+    counts = ", ".join(f"{reason} {r['count']}" for reason, r in sorted(rejected.items()))
+    reason, last = max(rejected.items(), key=lambda item: item[1]["last_at"])
+    return f"{counts} (last at {_ts(last['last_at'])}, {reason}: {last['last_detail'][:120]})"
+
+
 def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -137,6 +146,7 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         oldest = store.recent(device, window, kind="telemetry", limit=1, first=True)
         window_events = store.recent(device, window, kind="events", limit=_EVENTS_READ)
         events = window_events[-10:]
+        rejected = store.rejections(device)
     except SQLAlchemyError as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
         raise TelemetryIngestError(
@@ -144,7 +154,7 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         ) from None
     finally:
         engine.dispose()
-    if state is None:
+    if state is None and not rejected:
         raise TelemetryIngestError(f"no telemetry from device {device!r} in this database")
     analytics = analytics_summary(
         latest[-1]["message"] if latest else None,
@@ -157,23 +167,29 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
             "device": device,
             "window_s": window.total_seconds(),
             "health": health.to_dict(),
-            "models": state.models,
+            "models": state.models if state else [],
             "latest": latest[-1]["message"] if latest else None,
             "events": [e["message"] for e in events],
             "analytics": analytics,
+            "acknowledged_seq": state.acked_seq if state else 0,
+            "rejected": rejected,  # since the database began, by reason
         }
         print(json.dumps(out, indent=2))
         return
     console = Console(highlight=False)
-    table = Table(title=f"{device} ({state.fleet}) over the last {window}", show_header=False)
+    fleet = state.fleet if state else "no stored telemetry"
+    table = Table(title=f"{device} ({fleet}) over the last {window}", show_header=False)
     table.add_row("online", "[green]yes[/]" if health.online else "[red]no[/]")
     table.add_row("last seen", _ts(health.last_seen))
     table.add_row("fps (mean)", f"{health.fps:.1f}" if health.fps is not None else "-")
     table.add_row("p95 latency (worst)", f"{health.p95_ms:.1f} ms" if health.p95_ms is not None else "-")
     table.add_row("errors", str(health.errors))
     table.add_row("samples", str(health.samples))
-    table.add_row("models", ", ".join(f"{m['pipeline']}: {m['name']}:{m['version']}" for m in state.models) or "-")
-    table.add_row("agent", state.agent_version or "-")
+    models = state.models if state else []
+    table.add_row("models", ", ".join(f"{m['pipeline']}: {m['name']}:{m['version']}" for m in models) or "-")
+    table.add_row("agent", (state.agent_version if state else "") or "-")
+    table.add_row("acknowledged up to", str(state.acked_seq) if state and state.acked_seq else "-")
+    table.add_row("rejected", rejections_line(rejected))
     console.print(table)
     if events:
         ev = Table(title="recent events")

@@ -28,7 +28,15 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-__all__ = ["create_tables", "devices", "messages", "rollups", "telemetry_metadata", "upgrade_tables"]
+__all__ = [
+    "create_tables",
+    "devices",
+    "messages",
+    "rejections",
+    "rollups",
+    "telemetry_metadata",
+    "upgrade_tables",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -51,6 +59,8 @@ devices = Table(
     Column("models", Text, nullable=False, default="[]"),  # JSON list of {pipeline, name, version}
     Column("fps", Float, nullable=True),
     Column("p95_ms", Float, nullable=True),
+    # the acknowledgement watermark (since v6): every message up to it is stored or was given up
+    Column("acked_seq", BigInteger, nullable=True),
 )
 
 # Raw messages, deduplicated on (device_id, seq); telemetry rows carry the figures health gates read.
@@ -69,6 +79,7 @@ messages = Table(
     Column("error_event", Boolean, nullable=False, default=False),  # events: error, failed swap, rollback
     Column("payload", Text, nullable=False),  # JSON payloads as received; "" when payload_pb holds it
     Column("payload_pb", LargeBinary, nullable=True),  # binary protobuf payloads as received (since v4)
+    Column("prev", BigInteger, nullable=True),  # header.prev, the smallest seen (since v6); NULL: not chained
     Index("ix_telemetry_messages_device_kind_ts", "device_id", "kind", "ts"),
 )
 
@@ -86,8 +97,21 @@ rollups = Table(
 )
 
 
+# Rejected messages per device and reason (since v6): what `telemetry show` and `devices show` report.
+rejections = Table(
+    "telemetry_rejections",
+    telemetry_metadata,
+    Column("device_id", String(128), primary_key=True),  # the topic's device level
+    Column("reason", String(32), primary_key=True),
+    Column("fleet", String(128), nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("first_at", Float, nullable=False),
+    Column("last_at", Float, nullable=False),
+    Column("last_detail", String(300), nullable=False),
+)
+
 # Columns added to tables that already shipped; each is nullable.
-_ADDED: tuple[Column[object], ...] = (messages.c.payload_pb,)
+_ADDED: tuple[Column[object], ...] = (messages.c.payload_pb, messages.c.prev, devices.c.acked_seq)
 
 
 def _missing(conn: Connection) -> list[Column[object]]:
@@ -116,9 +140,14 @@ def _stale_indexes(conn: Connection) -> list[str]:
 
 
 def upgrade_tables(conn: Connection) -> list[str]:
-    """Add the columns a database made by an older release lacks and drop indexes no query uses; returns
-    what changed (idempotent)."""
+    """Create tables and add the columns a database made by an older release lacks, and drop indexes no
+    query uses; returns what changed (idempotent)."""
     added: list[str] = []
+    insp = inspect(conn)
+    for new in telemetry_metadata.sorted_tables:
+        if not insp.has_table(new.name):
+            new.create(conn)
+            added.append(new.name)
     for name in _stale_indexes(conn):
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
         added.append(f"-{name}")

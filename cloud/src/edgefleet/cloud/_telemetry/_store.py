@@ -17,9 +17,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._errors import TelemetryIngestError
-from ._schema import create_tables, devices, messages, rollups
+from ._rejections import RejectionRow
+from ._schema import create_tables, devices, messages, rejections, rollups
 from ._validate import KINDS, Parsed
-from ._write import Statements, fold_devices, message_row, new_device
+from ._write import Statements, advance, fold_devices, message_row, new_device
 
 __all__ = ["DeviceHealth", "DeviceState", "TelemetryStore", "WriteResult", "since_epoch"]
 
@@ -51,6 +52,8 @@ class DeviceState:
     p95_ms: float | None
     models: list[dict[str, str]]
     agent_version: str
+    rejected: dict[str, int] = field(default_factory=dict)  # reason -> messages rejected (telemetry_rejections)
+    acked_seq: int = 0  # the acknowledgement watermark
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class WriteResult:
     stored: int
     duplicates: int
     fresh: list[Parsed] = field(default_factory=list)  # the stored ones, in the batch's order
+    # device id -> (fleet, watermark, highest stored) for every device with chained messages in the batch
+    acks: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
 def since_epoch(since: float | datetime | timedelta, now: float | None = None) -> float:
@@ -86,32 +91,70 @@ class TelemetryStore:
         self._db_errors: tuple[type[Exception], ...] = (SQLAlchemyError, engine.dialect.loaded_dbapi.Error)
 
     # --- writing -----------------------------------------------------------------------------------
-    def write(self, batch: Sequence[Parsed], received_at: float | None = None) -> WriteResult:
-        """Store a batch in one transaction; rows already stored (same device and sequence) are skipped."""
-        if not batch:
+    def write(
+        self,
+        batch: Sequence[Parsed],
+        received_at: float | None = None,
+        links: Sequence[tuple[str, str, int, int]] = (),
+    ) -> WriteResult:
+        """Store a batch in one transaction; rows already stored (same device and sequence) are skipped.
+
+        Then each device's acknowledgement watermark follows the delivery chain (``header.prev``) of what
+        is stored, this batch and earlier ones of any replica (docs/telemetry.md). ``links``: (fleet,
+        device, seq, prev) of messages rejected in this batch whose header was readable: not stored, but
+        the chain goes past them (or the agent would send them again forever)."""
+        if not batch and not links:
             return WriteResult(0, 0)
         now = time.time() if received_at is None else received_at
         unique: dict[tuple[str, int], Parsed] = {}
         for p in batch:
-            unique.setdefault((p.device_id, p.sequence), p)
-        rows = [message_row(p, now) for p in unique.values()]
+            had = unique.setdefault((p.device_id, p.sequence), p)
+            if p.facts.prev is not None and (had.facts.prev is None or p.facts.prev < had.facts.prev):
+                unique[(p.device_id, p.sequence)] = p  # the copy reaching further back
+        # (device, seq) order: replicas inserting overlapping batches take row locks in one order
+        keys = sorted(unique)
+        rows = [message_row(unique[k], now) for k in keys]
         try:
             with self.engine.begin() as conn:
-                inserted = self._sql.insert_messages(conn, rows)
+                inserted = self._sql.insert_messages(conn, rows) if rows else set()
                 fresh = [p for k, p in unique.items() if k in inserted]
-                self._update_devices(conn, fresh, now)
+                again = [
+                    (k[0], k[1], p.facts.prev)
+                    for k, p in unique.items()
+                    if k not in inserted and p.facts.prev is not None
+                ]
+                self._sql.lower_prev(conn, again)
+                acks = self._update_devices(conn, fresh, list(unique.values()), links, now)
         except self._db_errors as exc:
             raise TelemetryIngestError(f"cannot store telemetry: {exc}") from exc
-        return WriteResult(len(fresh), len(batch) - len(fresh), fresh)
+        return WriteResult(len(fresh), len(batch) - len(fresh), fresh, acks)
 
-    def _update_devices(self, conn: Connection, fresh: list[Parsed], now: float) -> None:
-        """One SELECT of the devices concerned, then one executemany UPDATE and one INSERT for new ones.
+    def _update_devices(
+        self,
+        conn: Connection,
+        fresh: list[Parsed],
+        every: list[Parsed],
+        links: Sequence[tuple[str, str, int, int]],
+        now: float,
+    ) -> dict[str, tuple[str, int, int]]:
+        """One SELECT of the devices concerned, then one executemany UPDATE and one INSERT for new ones,
+        and the watermarks of the devices with chained messages; returns those (to acknowledge).
 
         On PostgreSQL the SELECT locks the rows (FOR UPDATE), in device order: replicas writing the same
-        devices at once take turns instead of overwriting each other's state or deadlocking."""
-        if not fresh:
-            return
-        ids = sorted({p.device_id for p in fresh})
+        devices at once take turns instead of overwriting each other's state or deadlocking, and the one
+        that goes second sees what the first stored when it follows the chain."""
+        chains: dict[str, dict[int, int]] = {}
+        fleets: dict[str, str] = {}
+        for p in every:
+            if p.facts.prev is not None:
+                chains.setdefault(p.device_id, {})[p.sequence] = p.facts.prev
+                fleets[p.device_id] = p.fleet
+        for fleet, device, seq, prev in links:
+            chains.setdefault(device, {})[seq] = prev
+            fleets.setdefault(device, fleet)
+        ids = sorted({p.device_id for p in fresh} | set(chains))
+        if not ids:
+            return {}
         q = select(devices).where(devices.c.device_id.in_(ids)).order_by(devices.c.device_id).with_for_update()
         known = {r["device_id"]: dict(r) for r in conn.execute(q).mappings()}
         missing = [i for i in ids if i not in known]
@@ -119,11 +162,37 @@ class TelemetryStore:
             # A device seen for the first time: create its row empty first (ON CONFLICT DO NOTHING), then lock
             # and fold onto whatever is there. Another replica creating it at the same moment then only
             # delays this one; before, the second insert did nothing and that replica's state was lost.
-            fleets = {p.device_id: p.fleet for p in fresh}
+            fleets.update({p.device_id: p.fleet for p in fresh})
             self._sql.write_devices(conn, [], [new_device(i, fleets[i]) for i in missing])
             known = {r["device_id"]: dict(r) for r in conn.execute(q).mappings()}
+        marks = self._watermarks(conn, chains, {d: int(known[d]["acked_seq"] or 0) for d in chains})
         updates, inserts = fold_devices(fresh, known, now)
+        moved = {d: w for d, w in marks.items() if w > int(known[d]["acked_seq"] or 0)}
+        highest = {d: int(known[d]["last_seq"] or 0) for d in marks}
+        for state in (*updates, *inserts):
+            d = state["device_id"]
+            highest[d] = int(state["last_seq"] or 0)
+            if d in moved:
+                state["acked_seq"] = moved.pop(d)
         self._sql.write_devices(conn, updates, inserts)
+        self._sql.set_acked(conn, moved)
+        return {
+            d: (fleets.get(d) or known[d]["fleet"], w, max(w, highest.get(d, 0))) for d, w in marks.items() if w > 0
+        }
+
+    def _watermarks(self, conn: Connection, chains: dict[str, dict[int, int]], start: dict[str, int]) -> dict[str, int]:
+        """Each device's watermark moved along the chain: this batch's links in memory, then what is
+        stored (any replica's rows), until neither moves it."""
+        marks = {d: advance(start[d], links) for d, links in chains.items()}
+        todo = dict(marks)
+        while todo:
+            reach = self._sql.chain_reach(conn, todo)
+            todo = {}
+            for d, r in reach.items():
+                if r > marks[d]:
+                    marks[d] = advance(r, chains[d])
+                    todo[d] = marks[d]
+        return marks
 
     # --- queries -----------------------------------------------------------------------------------
     def health(self, device_id: str, since: float | datetime | timedelta) -> DeviceHealth:
@@ -186,8 +255,16 @@ class TelemetryStore:
             q = q.where(devices.c.fleet == fleet)
         if device_id is not None:
             q = q.where(devices.c.device_id == device_id)
+        rq = select(rejections.c.device_id, rejections.c.reason, rejections.c.count)
+        if device_id is not None:
+            rq = rq.where(rejections.c.device_id == device_id)
+        elif fleet is not None:
+            rq = rq.where(rejections.c.fleet == fleet)
         with self.engine.connect() as conn:
             rows = conn.execute(q).mappings().all()
+            refused: dict[str, dict[str, int]] = {}
+            for d, reason, n in conn.execute(rq):
+                refused.setdefault(d, {})[reason] = int(n)
         return [
             DeviceState(
                 r["device_id"],
@@ -198,9 +275,55 @@ class TelemetryStore:
                 r["p95_ms"],
                 json.loads(r["models"]),
                 r["agent_version"],
+                refused.get(r["device_id"], {}),
+                int(r["acked_seq"] or 0),
             )
             for r in rows
         ]
+
+    def record_rejections(self, rows: Sequence[RejectionRow]) -> None:
+        """Add rejection counts per device and reason (``telemetry_rejections``)."""
+        if not rows:
+            return
+        try:
+            with self.engine.begin() as conn:
+                for r in sorted(rows, key=lambda x: (x.device, x.reason)):
+                    stmt = self._insert(rejections).values(
+                        device_id=r.device,
+                        reason=r.reason,
+                        fleet=r.fleet,
+                        count=r.count,
+                        first_at=r.last_at,
+                        last_at=r.last_at,
+                        last_detail=r.last_detail.replace("\0", ""),
+                    )
+                    conn.execute(
+                        stmt.on_conflict_do_update(
+                            index_elements=[rejections.c.device_id, rejections.c.reason],
+                            set_={
+                                "count": rejections.c.count + stmt.excluded.count,
+                                "last_at": stmt.excluded.last_at,
+                                "last_detail": stmt.excluded.last_detail,
+                                "fleet": stmt.excluded.fleet,
+                            },
+                        )
+                    )
+        except self._db_errors as exc:
+            raise TelemetryIngestError(f"cannot store rejection counts: {exc}") from exc
+
+    def rejections(self, device_id: str) -> dict[str, dict[str, Any]]:
+        """Reason -> {count, first_at, last_at, last_detail} of the device's rejected messages."""
+        q = select(rejections).where(rejections.c.device_id == device_id).order_by(rejections.c.reason)
+        with self.engine.connect() as conn:
+            return {
+                r["reason"]: {
+                    "count": int(r["count"]),
+                    "first_at": float(r["first_at"]),
+                    "last_at": float(r["last_at"]),
+                    "last_detail": r["last_detail"],
+                }
+                for r in conn.execute(q).mappings()
+            }
 
     def recent(
         self,

@@ -14,7 +14,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ._broker import BrokerAddress
 from ._errors import TelemetryIngestError
-from ._validate import Parsed, Rejected, parse_message
+from ._validate import KINDS, Parsed, Rejected, parse_message
 
 __all__ = ["tail"]
 
@@ -40,11 +40,13 @@ def tail(
     for what, value in (("device id", device_id), ("fleet", fleet), ("kind", kind)):
         if not value or "/" in value or "#" in value or ("+" in value and value != "+"):
             raise TelemetryIngestError(f"{what} {value!r} must be one MQTT topic level (no / or #; + alone)")
-    return _tail(broker, f"edgefleet/v1/{fleet}/{device_id}/{kind}", timeout_s, connect_timeout_s, max_payload_bytes)
+    kinds = list(KINDS) if kind == "+" else [kind]  # not the acknowledgements on .../ack
+    topics = [f"edgefleet/v1/{fleet}/{device_id}/{k}" for k in kinds]
+    return _tail(broker, topics, timeout_s, connect_timeout_s, max_payload_bytes)
 
 
 def _tail(
-    broker: BrokerAddress, topic: str, timeout_s: float | None, connect_timeout_s: float, max_payload_bytes: int
+    broker: BrokerAddress, topics: list[str], timeout_s: float | None, connect_timeout_s: float, max_payload_bytes: int
 ) -> Iterator[Parsed | Rejected]:
     inbox: queue.Queue[Parsed | Rejected] = queue.Queue(maxsize=10_000)
     connected = threading.Event()
@@ -56,7 +58,7 @@ def _tail(
         if getattr(reason, "is_failure", False):
             failure.append(str(reason))
         else:
-            c.subscribe(topic, options=SubscribeOptions(qos=1))
+            c.subscribe([(t, SubscribeOptions(qos=1)) for t in topics])
         connected.set()
 
     def on_message(_c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:

@@ -36,12 +36,16 @@ _EVENT_KINDS = tuple(f.name for f in pb.Event.DESCRIPTOR.oneofs_by_name["kind"].
 
 
 class Rejected(Exception):  # noqa: N818 - a verdict, not an error condition of this process
-    """A message that is not valid telemetry; ``reason`` is one of topic, oversized, malformed, schema."""
+    """A message that is not valid telemetry; ``reason`` is one of topic, not_a_device, oversized,
+    malformed, schema, wrong_device (the header names another device than the topic)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, device: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.device = device  # "<fleet>/<device>" of the topic when it names one
+        # (seq, prev) when the header of the topic's device was readable: the delivery chain goes past it
+        self.link: tuple[int, int] | None = None
 
 
 class Facts(NamedTuple):
@@ -63,6 +67,7 @@ class Facts(NamedTuple):
     connection: int = 0  # status
     reason: str = ""  # status
     agent_version: str = ""  # status
+    prev: int | None = None  # the delivery chain (header.prev); None: not chained (Last Will, broker delivery)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +104,8 @@ class Parsed:
 
 
 def parse_topic(topic: str) -> tuple[str, str, str]:
-    """``edgefleet/v1/<fleet>/<device>/<kind>`` -> (fleet, device, kind)."""
+    """``edgefleet/v1/<fleet>/<device>/<kind>`` -> (fleet, device, kind), kind one of status, telemetry,
+    events."""
     parts = topic.split("/")
     if len(parts) != 5 or tuple(parts[:2]) != TOPIC_ROOT or parts[4] not in KINDS or not parts[2] or not parts[3]:
         raise Rejected("topic", f"not an edgefleet telemetry topic: {topic[:200]!r}")
@@ -110,9 +116,30 @@ def parse_topic(topic: str) -> tuple[str, str, str]:
     return parts[2], parts[3], parts[4]
 
 
-def parse_message(topic: str, payload: bytes, content_type: str | None, max_bytes: int) -> Parsed:
-    """Validate size, encoding, schema and that the header names the topic's device; raise Rejected."""
+def parse_message(
+    topic: str,
+    payload: bytes,
+    content_type: str | None,
+    max_bytes: int,
+    not_devices: frozenset[str] = frozenset(),
+) -> Parsed:
+    """Validate size, encoding, schema and that the header names the topic's device; raise Rejected.
+
+    ``not_devices``: names known to belong to other roles (the controller's own certificates): with the
+    generated broker ACL the topic's device level is the publisher's certificate name, so telemetry
+    under one of them was not published by a device."""
     fleet, device, kind = parse_topic(topic)
+    where = f"{fleet}/{device}"
+    if device in not_devices:
+        raise Rejected("not_a_device", f"{device!r} is the name of a non-device certificate", where)
+    try:
+        return _parse(fleet, device, kind, payload, content_type, max_bytes)
+    except Rejected as rej:
+        rej.device = where
+        raise
+
+
+def _parse(fleet: str, device: str, kind: str, payload: bytes, content_type: str | None, max_bytes: int) -> Parsed:
     if len(payload) > max_bytes:
         raise Rejected("oversized", f"{len(payload)} bytes > {max_bytes}")
     built: Any = None
@@ -143,16 +170,23 @@ def parse_message(topic: str, payload: bytes, content_type: str | None, max_byte
             built = _parse_dict(kind, data)
             facts = facts_of_message(kind, built)
     if facts.device_id != device or facts.fleet != fleet:
-        raise Rejected("schema", f"header names {facts.fleet}/{facts.device_id}, topic {fleet}/{device}")
-    if facts.sequence == 0:
-        raise Rejected("schema", "header.sequence missing")
+        raise Rejected("wrong_device", f"header names {facts.fleet}/{facts.device_id}, topic {fleet}/{device}")
+    if facts.sequence == 0 or facts.sequence > _INT64_MAX:
+        raise Rejected("schema", "header.sequence missing or past what the store holds")
+    if facts.prev is not None and facts.prev >= facts.sequence:
+        raise Rejected("schema", f"header.prev {facts.prev} is not below header.sequence {facts.sequence}")
+    problem = None
     if facts.schema > SCHEMA:
-        raise Rejected("schema", f"schema revision {facts.schema} is newer than {SCHEMA}")
-    if kind == "events" and facts.event is None:
-        raise Rejected("schema", "event without a kind")
-    if facts.sequence > _INT64_MAX or facts.errors > _INT64_MAX or facts.connection > _INT32_MAX:
+        problem = f"schema revision {facts.schema} is newer than {SCHEMA}"
+    elif kind == "events" and facts.event is None:
+        problem = "event without a kind"
+    elif facts.errors > _INT64_MAX or facts.connection > _INT32_MAX:
         # valid protobuf, but past the database's integer columns: it would fail every batch it is in
-        raise Rejected("schema", "sequence, error counters or connection number past what the store holds")
+        problem = "error counters or connection number past what the store holds"
+    if problem is not None:
+        rej = Rejected("schema", problem)
+        rej.link = (facts.sequence, facts.prev) if facts.prev is not None else None
+        raise rej
     return Parsed(kind, fleet, device, facts.sequence, facts.time_ns / 1e9, facts, stored, built)
 
 
@@ -176,6 +210,7 @@ def facts_of_message(kind: str, msg: Any) -> Facts:
         "time_ns": int(h.time.ToNanoseconds()),
         "schema": int(h.schema),
         "models": tuple((m.pipeline, m.name, m.version) for m in h.models),
+        "prev": int(h.prev) if h.HasField("prev") else None,
     }
     if kind == "telemetry":
         return Facts(
@@ -216,6 +251,7 @@ class _R:
     time = _reader(pb.TelemetryHeader.DESCRIPTOR, "time")
     schema = _reader(pb.TelemetryHeader.DESCRIPTOR, "schema")
     models = _reader(pb.TelemetryHeader.DESCRIPTOR, "models")
+    prev = FieldReader(pb.TelemetryHeader.DESCRIPTOR, "prev", presence=True)
     m_pipeline = _reader(pb.TelemetryModel.DESCRIPTOR, "pipeline")
     m_name = _reader(pb.TelemetryModel.DESCRIPTOR, "name")
     m_version = _reader(pb.TelemetryModel.DESCRIPTOR, "version")
@@ -246,6 +282,7 @@ def facts_of_json(kind: str, data: dict[str, Any]) -> Facts:
         "time_ns": r.time(h),
         "schema": r.schema(h),
         "models": tuple((r.m_pipeline(m), r.m_name(m), r.m_version(m)) for m in models),
+        "prev": r.prev(h),
     }
     if kind == "telemetry":
         pipelines = r.pipelines(data) or ()

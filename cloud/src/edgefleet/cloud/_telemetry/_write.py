@@ -20,7 +20,15 @@ from sqlalchemy.engine import Connection
 from ._schema import devices, messages
 from ._validate import Facts, Parsed
 
-__all__ = ["MESSAGE_COLUMNS", "Statements", "apply_status", "fold_devices", "message_row", "new_device"]
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "Statements",
+    "advance",
+    "apply_status",
+    "fold_devices",
+    "message_row",
+    "new_device",
+]
 
 MESSAGE_COLUMNS = (
     "device_id",
@@ -35,6 +43,7 @@ MESSAGE_COLUMNS = (
     "error_event",
     "payload",
     "payload_pb",
+    "prev",
 )
 DEVICE_COLUMNS = tuple(c.name for c in devices.columns)
 
@@ -44,8 +53,10 @@ def message_row(p: Parsed, now: float) -> tuple[Any, ...]:
     f = p.facts
     text, blob = (p.payload, None) if isinstance(p.payload, str) else ("", p.payload)
     if p.kind == "telemetry":
-        return (p.device_id, p.sequence, p.fleet, p.kind, p.time, now, f.fps, f.p95_ms, f.errors, False, text, blob)
-    return (p.device_id, p.sequence, p.fleet, p.kind, p.time, now, None, None, None, f.error_event, text, blob)
+        return (
+            p.device_id, p.sequence, p.fleet, p.kind, p.time, now, f.fps, f.p95_ms, f.errors, False, text, blob, f.prev
+        )  # fmt: skip
+    return (p.device_id, p.sequence, p.fleet, p.kind, p.time, now, None, None, None, f.error_event, text, blob, f.prev)
 
 
 def new_device(device_id: str, fleet: str) -> dict[str, Any]:
@@ -63,6 +74,7 @@ def new_device(device_id: str, fleet: str) -> dict[str, Any]:
         "models": "[]",
         "fps": None,
         "p95_ms": None,
+        "acked_seq": None,
     }
 
 
@@ -107,6 +119,16 @@ def fold_devices(
     return updates, inserts
 
 
+def advance(watermark: int, links: dict[int, int]) -> int:
+    """Follow the delivery chain: ``links`` maps sequence -> prev; a message whose prev is at or below the
+    watermark says nothing between is still to come, so the watermark moves to its sequence (repeated)."""
+    for prev, seq in sorted((prev, seq) for seq, prev in links.items() if seq > watermark):
+        if prev > watermark:
+            break  # sorted by prev: no later link is reachable either
+        watermark = max(watermark, seq)
+    return watermark
+
+
 class Statements:
     """The write statements for one dialect (``sqlite`` or ``postgresql``)."""
 
@@ -122,6 +144,11 @@ class Statements:
         assignments = ", ".join(f"{c} = {mark}" for c in others)
         self._update_devices = f"UPDATE {devices.name} SET {assignments} WHERE device_id = {mark}"  # noqa: S608
         self._device_order = (*others, "device_id")
+        self._lower_prev = (
+            f"UPDATE {messages.name} SET prev = {mark} WHERE device_id = {mark} AND seq = {mark}"  # noqa: S608
+            f" AND (prev IS NULL OR prev > {mark})"
+        )
+        self._set_acked = f"UPDATE {devices.name} SET acked_seq = {mark} WHERE device_id = {mark}"  # noqa: S608
         marks = ", ".join([mark] * len(DEVICE_COLUMNS))
         self._insert_devices = (
             f"INSERT INTO {devices.name} ({', '.join(DEVICE_COLUMNS)}) VALUES ({marks}) ON CONFLICT DO NOTHING"  # noqa: S608
@@ -169,6 +196,30 @@ class Statements:
         finally:
             cur.close()
         return stored
+
+    def lower_prev(self, conn: Connection, keys: Sequence[tuple[str, int, int]]) -> None:
+        """(device, seq, prev) of copies that came again: keep the smaller prev (the agent only ever drops
+        entries, so a later send's prev reaches further back)."""
+        if keys:
+            conn.exec_driver_sql(self._lower_prev, [(prev, d, seq, prev) for d, seq, prev in keys])
+
+    def chain_reach(self, conn: Connection, watermarks: dict[str, int]) -> dict[str, int]:
+        """Per device, the highest stored sequence above its watermark whose prev is at or below it."""
+        if not watermarks:
+            return {}
+        m = self._mark
+        values = ", ".join([f"({m}, CAST({m} AS BIGINT))"] * len(watermarks))
+        sql = (
+            f"WITH w(device_id, wm) AS (VALUES {values}) "  # noqa: S608
+            f"SELECT t.device_id, MAX(t.seq) FROM {messages.name} t JOIN w ON t.device_id = w.device_id "
+            "WHERE t.seq > w.wm AND t.prev <= w.wm GROUP BY t.device_id"
+        )
+        params = tuple(v for item in watermarks.items() for v in item)
+        return {str(r[0]): int(r[1]) for r in conn.exec_driver_sql(sql, params)}
+
+    def set_acked(self, conn: Connection, watermarks: dict[str, int]) -> None:
+        if watermarks:
+            conn.exec_driver_sql(self._set_acked, [(w, d) for d, w in watermarks.items()])
 
     def write_devices(self, conn: Connection, updates: list[dict[str, Any]], inserts: list[dict[str, Any]]) -> None:
         if updates:

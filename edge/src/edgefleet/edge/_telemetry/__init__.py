@@ -17,6 +17,7 @@ from __future__ import annotations
 from ._agent import SwapPhase, TelemetryAgent, TokenBucket
 from ._broker import BrokerAddress, parse_broker_url
 from ._config import EventsConfig, TelemetryConfig
+from ._delivery import Delivery
 from ._errors import BrokerUrlError, SpoolError, TelemetryError
 from ._logging import JsonLinesFormatter
 from ._messages import Encoding, Identity, ModelInUse, topic
@@ -31,6 +32,7 @@ __all__ = [
     "BrokerAddress",
     "BrokerUrlError",
     "ConnectionState",
+    "Delivery",
     "Encoding",
     "EventsConfig",
     "Identity",

@@ -102,6 +102,8 @@ class TelemetryAgent:
                 connect_timeout_s=cfg.connect_timeout_s,
                 window=cfg.inflight_window,
                 models=self.models,
+                delivery=cfg.delivery,
+                ack_timeout_s=cfg.ack_timeout_s,
             )
             pub.start()
             self._stack.callback(pub.stop, 5.0)
@@ -302,6 +304,9 @@ class TelemetryAgent:
             "sent_total": float(s.sent),
             "acked_total": float(s.acked),
             "rejected_total": float(s.rejected),
+            "acknowledgements_total": float(s.watermarks),
+            "unacknowledged": float(s.outstanding),
+            "resends_total": float(s.resends),
             "suppressed_events": float(self._suppressed),
             "suppressed_analytics_events_total": float(self.analytics.suppressed_total),
         }

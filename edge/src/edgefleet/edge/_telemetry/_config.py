@@ -63,6 +63,14 @@ class TelemetryConfig(BaseModel):
     keepalive_s: int = Field(30, ge=5, le=3600)
     connect_timeout_s: float = Field(5.0, gt=0)
     inflight_window: int = Field(64, ge=1, le=1000, description="QoS 1 messages awaiting PUBACK at once")
+    delivery: Literal["controller", "broker"] = Field(
+        "controller",
+        description="what deletes a spooled message: a controller's acknowledgement that it stored it, or "
+        "(without an edgefleet controller) the broker's PUBACK",
+    )
+    ack_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="controller delivery: send again what is not acknowledged after this"
+    )
     spool_path: Path = Field(Path("telemetry-spool.db"), description="SQLite spool file")
     spool_max_entries: int = Field(100_000, ge=10)
     spool_max_bytes: int = Field(256 * 2**20, ge=4096)
@@ -78,7 +86,9 @@ class TelemetryConfig(BaseModel):
     prometheus_addr: str = "127.0.0.1"
 
     def broker_address(self) -> BrokerAddress:
-        return parse_broker_url(
+        """The broker, with the client certificate checked against this device: a fleet certificate of
+        another role, or of another device, would have every message refused by the broker's ACL."""
+        address = parse_broker_url(
             self.broker,
             ca_file=self.ca_file,
             cert_file=self.cert_file,
@@ -86,6 +96,23 @@ class TelemetryConfig(BaseModel):
             username=self.username,
             password=self.password.get_secret_value() if self.password else None,
         )
+        if address.cert_file is not None:
+            from edgefleet.sdk._tls import ROLES, certificate_role
+
+            from ._errors import BrokerUrlError
+
+            found = certificate_role(address.cert_file.read_bytes())  # parse_broker_url read it already
+            if found.role in ROLES and found.role != "device":
+                raise BrokerUrlError(
+                    f"cert_file {address.cert_file} is a {found.role} certificate ({found.cn}); the agent "
+                    f"needs its device certificate: edgefleet certs issue --device {self.device_id}"
+                )
+            if found.role == "device" and found.name != self.device_id:
+                raise BrokerUrlError(
+                    f"cert_file {address.cert_file} is device {found.name}'s certificate, this agent is "
+                    f"{self.device_id}: the broker would refuse every message"
+                )
+        return address
 
 
 def agent_section(raw: dict[str, Any], *, device_id: Any, state_dir: Path, base: Path) -> dict[str, Any]:

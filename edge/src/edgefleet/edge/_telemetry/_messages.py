@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,9 +19,12 @@ __all__ = [
     "Encoding",
     "Identity",
     "ModelInUse",
+    "ack_topic",
     "encode",
+    "parse_ack",
     "stamp",
     "topic",
+    "with_prev",
 ]
 
 SCHEMA = 1
@@ -76,6 +80,54 @@ def topic(identity: Identity, kind: str) -> str:
     return f"{TOPIC_ROOT}/{identity.fleet}/{identity.device_id}/{kind}"
 
 
+def ack_topic(identity: Identity) -> str:
+    """``edgefleet/v1/<fleet>/<device>/ack``: the controllers' retained acknowledgement watermark."""
+    return f"{TOPIC_ROOT}/{identity.fleet}/{identity.device_id}/ack"
+
+
+def parse_ack(payload: bytes, identity: Identity) -> tuple[int, int] | None:
+    """(watermark, highest stored) of an ``Ack`` payload (protobuf's JSON mapping) for ``identity``, or None
+    when it is not one (not JSON, another device, no sequence)."""
+    try:
+        data = json.loads(payload)
+        if not isinstance(data, dict) or data.get("deviceId", data.get("device_id")) != identity.device_id:
+            return None
+        seq = int(data["sequence"])
+        highest = int(data.get("highest", 0))
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+    return (seq, max(seq, highest)) if seq > 0 else None
+
+
+_JSON_HEAD = b'{"header": {'
+
+
+def with_prev(payload: bytes, content_type: str, prev: int) -> bytes:
+    """The payload with ``header.prev`` set, without re-encoding the message: binary protobuf gets a second
+    ``header`` field appended (the parser merges it into the first), JSON gets the member inserted at the
+    start of the header object :func:`encode` writes first."""
+    if content_type == Encoding.PROTOBUF.content_type:
+        inner = b"\x38" + _varint(prev)  # field 7 (prev), varint
+        return payload + b"\x0a" + _varint(len(inner)) + inner  # field 1 (header), length-delimited
+    if payload.startswith(_JSON_HEAD):
+        return b'%s"prev": "%d", %s' % (_JSON_HEAD, prev, payload[len(_JSON_HEAD) :])
+    data = json.loads(payload)  # not written by encode(): the slow way
+    data.setdefault("header", {})["prev"] = str(prev)
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 def stamp(
     message: Any, identity: Identity, sequence: int, models: Iterable[ModelInUse], now: float | None = None
 ) -> None:
@@ -85,6 +137,7 @@ def stamp(
     header.fleet = identity.fleet
     header.sequence = sequence
     header.schema = SCHEMA
+    header.ClearField("prev")  # set at send time (with_prev): it depends on what the spool holds then
     header.time.FromNanoseconds(int((time.time() if now is None else now) * 1e9))
     del header.models[:]
     for m in models:

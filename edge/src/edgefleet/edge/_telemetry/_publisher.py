@@ -1,4 +1,6 @@
-"""The MQTT 5 publisher: drains the disk spool to the broker, in order, deleting only on PUBACK.
+"""The MQTT 5 publisher: drains the disk spool to the broker, in order, deleting an entry only once it is
+delivered: once a controller's acknowledgement watermark covers it (``Delivery.CONTROLLER``, the default;
+``_delivery``), or on the broker's PUBACK (``Delivery.BROKER``).
 
 One thread owns the connection and runs an explicit state machine::
 
@@ -8,9 +10,9 @@ One thread owns the connection and runs an explicit state machine::
 
 Each connection uses a fresh paho client (clean start, no broker session on the agent side), so the
 spool is the only copy of anything not yet acknowledged: after a reconnect, sending restarts at the
-oldest spooled entry. Messages acknowledged by the broker whose PUBACK was lost are sent again; the
-controller deduplicates them by (device, sequence). Each connection sets its own Last Will: a retained
-OFFLINE ``Status`` for that connection number.
+oldest spooled entry (the retained watermark, which arrives on subscribing, trims what was stored in the
+meantime). Copies are deduplicated by the controller on (device, sequence). Each connection sets its own
+Last Will: a retained OFFLINE ``Status`` for that connection number.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from paho.mqtt.reasoncodes import ReasonCode
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 from ._broker import BrokerAddress
-from ._messages import Encoding, Identity, ModelInUse, encode, stamp, topic
-from ._spool import Priority, Spool, SpoolStats
+from ._delivery import AckTracker, Delivery
+from ._messages import Encoding, Identity, ModelInUse, ack_topic, encode, parse_ack, stamp, topic, with_prev
+from ._spool import Priority, Spool, SpoolEntry, SpoolStats
 
-__all__ = ["ConnectionState", "MqttPublisher", "PublisherStats"]
+__all__ = ["ConnectionState", "Delivery", "MqttPublisher", "PublisherStats"]
 
 _log = logging.getLogger(__name__)
 
@@ -62,16 +65,22 @@ class PublisherStats:
     held: int  # PUBACKs "no matching subscribers": kept in the spool and sent again
     inflight: int
     spool: SpoolStats
+    delivery: Delivery = Delivery.CONTROLLER
+    watermarks: int = 0  # acknowledgements received from controllers
+    outstanding: int = 0  # sent on this connection, not yet covered by a watermark
+    resends: int = 0  # passes that went back to the oldest entry because no acknowledgement came
 
 
 class _Session:
     """Callbacks of one paho client; the sender thread consumes what they record."""
 
-    def __init__(self, wake: threading.Event) -> None:
+    def __init__(self, wake: threading.Event, identity: Identity) -> None:
         self.connected = threading.Event()
         self.closed = threading.Event()
         self.refused: str | None = None
         self.acks: deque[tuple[int, int, str]] = deque()
+        self.watermarks: deque[tuple[int, int]] = deque(maxlen=1000)  # (watermark, highest stored)
+        self._identity = identity
         self._wake = wake
 
     def on_connect(self, _c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
@@ -88,6 +97,14 @@ class _Session:
 
     def on_publish(self, _c: mqtt.Client, _u: Any, mid: int, reason: ReasonCode, _p: Any) -> None:
         self.acks.append((mid, int(reason.value), str(reason)))
+        self._wake.set()
+
+    def on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        ack = parse_ack(bytes(msg.payload), self._identity)
+        if ack is None:
+            _log.debug("not an acknowledgement on %s", msg.topic)
+            return
+        self.watermarks.append(ack)
         self._wake.set()
 
 
@@ -116,7 +133,11 @@ class MqttPublisher:
         backoff_s: tuple[float, float] = (0.2, 15.0),
         hold_s: float = 1.0,
         models: Callable[[], Iterable[ModelInUse]] | None = None,
+        delivery: Delivery | str = Delivery.CONTROLLER,
+        ack_timeout_s: float = 10.0,
     ) -> None:
+        """``delivery``: what deletes a spooled message (``_delivery``); ``ack_timeout_s``: how long a sent
+        message may wait for a controller's acknowledgement before it is sent again."""
         self.broker = broker
         self.identity = identity
         self.spool = spool
@@ -128,6 +149,14 @@ class MqttPublisher:
         self._hold_s = hold_s
         self._held = 0
         self._models_fn = models
+        self.delivery = Delivery(delivery)
+        self._tracker = AckTracker(ack_timeout_s, window)
+        self._watermarks = 0
+        self._resends = 0
+        self._no_ack_warned = False
+        self._progress_at = time.monotonic()
+        self._highest = 0  # the highest sequence a controller said it stored
+        self._stuck: tuple[int, int] = (0, 0)  # (entry id, passes) of the oldest entry sent again and again
         self._client_id = f"edgefleet-{identity.fleet}-{identity.device_id}"
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -226,6 +255,10 @@ class MqttPublisher:
                 self._held,
                 self._inflight,
                 self.spool.stats(),
+                self.delivery,
+                self._watermarks,
+                self._tracker.outstanding,
+                self._resends,
             )
 
     # --- internals ---------------------------------------------------------------------------------
@@ -288,6 +321,7 @@ class MqttPublisher:
         client.on_connect = session.on_connect
         client.on_disconnect = session.on_disconnect
         client.on_publish = session.on_publish
+        client.on_message = session.on_message
         if self.broker.username is not None:
             client.username_pw_set(self.broker.username, self.broker.password)
         ctx = self.broker.ssl_context()
@@ -311,7 +345,7 @@ class MqttPublisher:
         """One connection, from connect to loss or stop. Returns whether it got connected."""
         self._set_state(ConnectionState.CONNECTING)
         self._connection += 1
-        session = _Session(self._wake)
+        session = _Session(self._wake, self.identity)
         client = self._new_client(session)
         try:
             client.connect(self.broker.host, self.broker.port, keepalive=self._keepalive, clean_start=True)
@@ -332,6 +366,8 @@ class MqttPublisher:
                 self._connections += 1
             self._set_state(ConnectionState.CONNECTED)
             _log.info("telemetry connected to %s", self.broker.redacted_url)
+            if self.delivery is Delivery.CONTROLLER:
+                client.subscribe(ack_topic(self.identity), qos=1)  # the retained watermark comes first
             with self._status_lock:
                 if not self._draining.is_set():
                     self.publish_status(pb.Status.STATE_ONLINE, "connected")
@@ -359,45 +395,30 @@ class MqttPublisher:
             self._inflight = 0
 
     def _send_loop(self, client: mqtt.Client, session: _Session) -> None:
-        """Send spooled entries in id order; delete on PUBACK.
+        """Send spooled entries in id order; delete what is delivered (``_delivery``).
 
-        A PUBACK "No matching subscribers" (0x10) on a non-retained message means no controller is
-        subscribed (none running yet, or a broker restart lost the shared subscription): the entry stays,
-        sending pauses for ``hold_s``, rewinds to the oldest held entry and probes one message at a time
-        until a controller takes one again (connections start probing too).
+        A PUBACK "No matching subscribers" (0x10) on a non-retained message means nobody received it (no
+        controller running yet, or a broker restart lost the shared subscription): sending pauses for
+        ``hold_s``, rewinds to the oldest such entry and probes one message at a time until a subscriber
+        takes one again (connections start probing too), so a controller that subscribes mid-window
+        receives a device's messages in order. In controller delivery this is only a shortcut: what the
+        controllers did not store comes back when its acknowledgement does not.
         """
         cursor = 0
-        inflight: dict[int, tuple[int, bool]] = {}
+        inflight: dict[int, tuple[int, bool]] = {}  # PUBACK pending: mid -> (entry id, retained)
         rewind: int | None = None
-        # Each connection starts one message at a time until a non-retained one is accepted by a
-        # subscriber, so a controller subscribing mid-window cannot receive messages out of order.
         probing = True
+        track = self._tracker
+        track.reset()
+        controller = self.delivery is Delivery.CONTROLLER
         while not session.closed.is_set():
             self._wake.clear()
-            done: list[int] = []
-            while session.acks:
-                mid, code, why = session.acks.popleft()
-                sent = inflight.pop(mid, None)
-                if sent is None:
-                    continue
-                entry_id, retained = sent
-                if code == _NO_SUBSCRIBERS and not retained:
-                    rewind = entry_id - 1 if rewind is None else min(rewind, entry_id - 1)
-                    with self._state_lock:
-                        self._held += 1
-                    continue
-                if code >= 0x80:
-                    # A refusal is permanent for this message (not authorised, payload invalid): drop it.
-                    _log.warning("broker refused telemetry message: %s", why)
-                    with self._state_lock:
-                        self._rejected += 1
-                elif not retained:
-                    probing = False
-                done.append(entry_id)
-            if done:
-                self.spool.ack(done)
-                with self._state_lock:
-                    self._acked += len(done)
+            rewind, probing = self._pubacks(session, inflight, rewind, probing, controller)
+            if controller:
+                self._watermark(session, track)
+                if track.due(time.monotonic()):
+                    self._resend(track)
+                    cursor = 0
             if self._stop.is_set():
                 return
             if rewind is not None:
@@ -407,23 +428,144 @@ class MqttPublisher:
                 cursor, rewind, probing = rewind, None, True
                 if self._stop.wait(self._hold_s):
                     return
-            window = 1 if probing else self._window
-            room = window - len(inflight)
+            room = (1 if probing else self._window) - len(inflight)
+            limit = track.room(cursor) if controller else None
+            if limit is not None:
+                room = min(room, limit)
             if room > 0:
                 for entry in self.spool.read_after(cursor, room):
-                    info = client.publish(
-                        entry.topic,
-                        entry.payload,
-                        qos=entry.qos,
-                        retain=entry.retain,
-                        properties=self._properties(entry.content_type),
-                    )
-                    if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                    if not self._send(client, entry, inflight, controller):
                         return
-                    inflight[info.mid] = (entry.id, entry.retain)
                     cursor = entry.id
-                    with self._state_lock:
-                        self._sent += 1
             with self._state_lock:
                 self._inflight = len(inflight)
             self._wake.wait(0.5)
+
+    def _send(self, client: mqtt.Client, entry: SpoolEntry, inflight: dict[int, tuple[int, bool]], chain: bool) -> bool:
+        payload = with_prev(entry.payload, entry.content_type, entry.prev) if chain else entry.payload
+        info = client.publish(
+            entry.topic, payload, qos=entry.qos, retain=entry.retain, properties=self._properties(entry.content_type)
+        )
+        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            return False
+        inflight[info.mid] = (entry.id, entry.retain)
+        if chain:
+            self._tracker.sent(entry.id, entry.seq, time.monotonic())
+        with self._state_lock:
+            self._sent += 1
+        return True
+
+    def _pubacks(
+        self,
+        session: _Session,
+        inflight: dict[int, tuple[int, bool]],
+        rewind: int | None,
+        probing: bool,
+        controller: bool,
+    ) -> tuple[int | None, bool]:
+        """Consume the PUBACKs that arrived; returns (rewind, probing). With broker delivery a PUBACK
+        deletes the entry; a refusal (0x80 and above: not authorised, invalid) deletes it in either mode."""
+        done: list[int] = []
+        while session.acks:
+            mid, code, why = session.acks.popleft()
+            sent = inflight.pop(mid, None)
+            if sent is None:
+                continue
+            entry_id, retained = sent
+            if code == _NO_SUBSCRIBERS and not retained:
+                rewind = entry_id - 1 if rewind is None else min(rewind, entry_id - 1)
+                with self._state_lock:
+                    self._held += 1
+                continue
+            if code >= 0x80:
+                # A refusal is permanent for this message (not authorised, payload invalid): drop it.
+                _log.warning("broker refused telemetry message: %s", why)
+                with self._state_lock:
+                    self._rejected += 1
+                done.append(entry_id)
+                continue
+            if not retained:
+                probing = False
+            if not controller:
+                done.append(entry_id)
+        if done:
+            self.spool.ack(done)
+            with self._state_lock:
+                self._acked += len(done)
+        return rewind, probing
+
+    def _watermark(self, session: _Session, track: AckTracker) -> None:
+        """Trim the spool to the highest acknowledgement received."""
+        if not track.outstanding:
+            self._progress_at = time.monotonic()  # nothing waits for an acknowledgement
+        if not session.watermarks:
+            if (
+                not self._no_ack_warned
+                and track.outstanding
+                and time.monotonic() - self._progress_at > max(60.0, 6 * track.base_timeout_s)
+            ):
+                self._no_ack_warned = True
+                _log.warning(
+                    "telemetry: no acknowledgement from a controller for %.0f s; %d message(s) kept in the "
+                    "spool. Is an edgefleet controller ingesting fleet %s? Without one, set delivery: broker",
+                    time.monotonic() - self._progress_at,
+                    len(self.spool),
+                    self.identity.fleet,
+                )
+            return
+        watermark = max(w for w, _ in session.watermarks)
+        self._highest = max(self._highest, *(h for _, h in session.watermarks))
+        session.watermarks.clear()
+        with self._state_lock:
+            self._watermarks += 1
+        upto = watermark
+        if watermark >= self.spool.next_sequence:
+            # numbers this spool never gave out: the controller holds an earlier install of this device
+            _log.warning(
+                "telemetry: the controller acknowledged up to sequence %d, beyond this spool's %d; "
+                "numbering on from %d",
+                watermark,
+                self.spool.next_sequence - 1,
+                watermark + 1,
+            )
+            self.spool.skip_sequences_to(watermark + 1)
+            upto = track.max_sent_seq
+        covered = track.covered(upto)
+        removed = self.spool.trim(upto)
+        if covered or removed:
+            self._progress_at = time.monotonic()
+            self._no_ack_warned = False
+        with self._state_lock:
+            self._acked += removed
+
+    def _resend(self, track: AckTracker) -> None:
+        """Go back to the oldest entry. One that was sent in three passes while the controllers went on
+        storing later messages is one they cannot store (larger than their payload limit, say): given up,
+        so the rest of the spool is not held behind it."""
+        _log.info(
+            "telemetry: %d message(s) not acknowledged after %.0f s; sending again from the oldest",
+            track.outstanding,
+            track.oldest_wait(time.monotonic()),
+        )
+        track.rewound()
+        with self._state_lock:
+            self._resends += 1
+        oldest = self.spool.read_after(0, 1)
+        if not oldest or self._highest <= oldest[0].seq:
+            self._stuck = (0, 0)
+            return
+        entry_id, passes = self._stuck
+        passes = passes + 1 if entry_id == oldest[0].id else 1
+        self._stuck = (oldest[0].id, passes)
+        if passes >= 3:
+            _log.warning(
+                "telemetry: message %d (%s) was sent %d times and no controller stores it, while later ones "
+                "are stored; given up (counted as rejected). The controller's log says why",
+                oldest[0].seq,
+                oldest[0].topic.rsplit("/", 1)[-1],
+                passes,
+            )
+            self.spool.ack([oldest[0].id])
+            self._stuck = (0, 0)
+            with self._state_lock:
+                self._rejected += 1

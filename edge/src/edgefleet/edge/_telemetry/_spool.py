@@ -1,8 +1,10 @@
 """A bounded SQLite (WAL) disk spool with priority classes.
 
 Every outgoing message is appended here first, with its per-device sequence number assigned under the
-spool's lock, so id order is sequence order. The sender reads entries in id order and deletes one only
-after the broker acknowledged it (PUBACK). When the spool is full, the oldest entries of the lowest
+spool's lock, so id order is sequence order. The sender reads entries in id order, each with the sequence
+of the entry before it (``prev``, the delivery chain of docs/telemetry.md), and deletes them once they are
+acknowledged: up to a controller's watermark (:meth:`Spool.trim`), or one by one on the broker's PUBACK
+with ``delivery: broker`` (:meth:`Spool.ack`). When the spool is full, the oldest entries of the lowest
 priority present are dropped and counted; critical entries (status, swap events) go only when nothing
 else is left.
 """
@@ -59,6 +61,7 @@ class SpoolEntry:
     qos: int
     retain: bool
     content_type: str
+    prev: int = 0  # sequence of the entry before this one in the spool when read; 0: none is older
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class SpoolStats:
     dropped: dict[str, int]
     appended: int
     acked: int
+    acked_seq: int = 0  # the highest acknowledgement watermark received (controller delivery)
 
     @property
     def dropped_total(self) -> int:
@@ -107,6 +111,8 @@ class Spool:
         # A fresh spool starts at the clock in microseconds, so a reinstalled device never reuses a
         # sequence number the controller already stored (it deduplicates on device and sequence).
         self._next_seq = int(seq_row[0]) if seq_row else max(1, time.time_ns() // 1000)
+        acked_row = self._db.execute("SELECT value FROM meta WHERE key = 'acked_seq'").fetchone()
+        self._acked_seq = int(acked_row[0]) if acked_row else 0
         self._dropped = {p.name.lower(): 0 for p in Priority}
         self._appended = 0
         self._acked = 0
@@ -197,9 +203,25 @@ class Spool:
             log = _log.warning if prio is Priority.CRITICAL else _log.debug
             log("telemetry spool full: dropped a %s entry", prio.name.lower())
 
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next message will get."""
+        with self._lock:
+            return self._next_seq
+
+    def skip_sequences_to(self, seq: int) -> None:
+        """Number the next messages from ``seq`` on (never backwards): a controller acknowledged numbers
+        this spool has not given out yet, so it holds messages of an earlier install of the device."""
+        with self._lock:
+            self._check_open()
+            if seq > self._next_seq:
+                self._next_seq = seq
+                self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('next_seq', ?)", (seq,))
+
     # --- reading -----------------------------------------------------------------------------------
     def read_after(self, after_id: int, limit: int) -> list[SpoolEntry]:
-        """Up to ``limit`` entries with id > ``after_id``, oldest first."""
+        """Up to ``limit`` entries with id > ``after_id``, oldest first, each with ``prev``: the sequence of
+        the entry before it in the spool now (0 when there is none)."""
         with self._lock:
             self._check_open()
             rows = self._db.execute(
@@ -207,10 +229,53 @@ class Spool:
                 " WHERE id > ? ORDER BY id LIMIT ?",
                 (after_id, limit),
             ).fetchall()
-        return [
-            SpoolEntry(int(r[0]), int(r[1]), Priority(int(r[2])), r[3], bytes(r[4]), int(r[5]), bool(r[6]), r[7])
-            for r in rows
-        ]
+            if not rows:
+                return []
+            before = self._db.execute(
+                "SELECT seq FROM spool WHERE id < ? ORDER BY id DESC LIMIT 1", (int(rows[0][0]),)
+            ).fetchone()
+        prev = int(before[0]) if before else 0
+        out = []
+        for r in rows:
+            seq = int(r[1])
+            out.append(
+                SpoolEntry(int(r[0]), seq, Priority(int(r[2])), r[3], bytes(r[4]), int(r[5]), bool(r[6]), r[7], prev)
+            )
+            prev = seq
+        return out
+
+    def trim(self, watermark: int) -> int:
+        """Delete every entry with a sequence up to ``watermark`` (a controller stored them, or the chain
+        says they were given up) and remember the watermark; returns how many entries went."""
+        with self._lock:
+            self._check_open()
+            if watermark <= self._acked_seq:
+                return 0  # everything up to it went with an earlier watermark
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                # id order is sequence order: the newest entry covered, found from the top (the entries not
+                # acknowledged yet are the few scanned)
+                top = self._db.execute(
+                    "SELECT id FROM spool WHERE seq <= ? ORDER BY id DESC LIMIT 1", (watermark,)
+                ).fetchone()
+                removed = removed_bytes = 0
+                if top is not None:
+                    row = self._db.execute(
+                        "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM spool WHERE id <= ?", (top[0],)
+                    ).fetchone()
+                    self._db.execute("DELETE FROM spool WHERE id <= ?", (top[0],))
+                    removed, removed_bytes = int(row[0]), int(row[1])
+                if watermark > self._acked_seq:
+                    self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('acked_seq', ?)", (watermark,))
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise SpoolError(f"cannot write spool {self.path}: {exc}") from exc
+            self._acked_seq = max(self._acked_seq, watermark)
+            self._count -= removed
+            self._bytes -= removed_bytes
+            self._acked += removed
+            return removed
 
     def ack(self, ids: Iterable[int]) -> None:
         """Delete acknowledged entries (ids already gone, dropped while in flight, are ignored)."""
@@ -250,7 +315,9 @@ class Spool:
 
     def stats(self) -> SpoolStats:
         with self._lock:
-            return SpoolStats(self._count, self._bytes, dict(self._dropped), self._appended, self._acked)
+            return SpoolStats(
+                self._count, self._bytes, dict(self._dropped), self._appended, self._acked, self._acked_seq
+            )
 
     def __len__(self) -> int:
         with self._lock:

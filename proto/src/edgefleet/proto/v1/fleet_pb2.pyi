@@ -116,7 +116,14 @@ class Device(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ..., telemetry: _Optional[_Union[DeviceTelemetry, _Mapping]] = ...) -> None: ...
 
 class DeviceTelemetry(_message.Message):
-    __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version")
+    __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version", "rejected", "acknowledged_seq")
+    class RejectedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ONLINE_FIELD_NUMBER: _ClassVar[int]
     FPS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_P95_MS_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +131,8 @@ class DeviceTelemetry(_message.Message):
     MODELS_FIELD_NUMBER: _ClassVar[int]
     FLEET_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGED_SEQ_FIELD_NUMBER: _ClassVar[int]
     online: bool
     fps: float
     latency_p95_ms: float
@@ -131,7 +140,9 @@ class DeviceTelemetry(_message.Message):
     models: _containers.RepeatedScalarFieldContainer[str]
     fleet: str
     agent_version: str
-    def __init__(self, online: _Optional[bool] = ..., fps: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., last_seen: _Optional[float] = ..., models: _Optional[_Iterable[str]] = ..., fleet: _Optional[str] = ..., agent_version: _Optional[str] = ...) -> None: ...
+    rejected: _containers.ScalarMap[str, int]
+    acknowledged_seq: int
+    def __init__(self, online: _Optional[bool] = ..., fps: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., last_seen: _Optional[float] = ..., models: _Optional[_Iterable[str]] = ..., fleet: _Optional[str] = ..., agent_version: _Optional[str] = ..., rejected: _Optional[_Mapping[str, int]] = ..., acknowledged_seq: _Optional[int] = ...) -> None: ...
 
 class ListDevicesRequest(_message.Message):
     __slots__ = ("selector",)

@@ -21,20 +21,38 @@ class TelemetryModel(_message.Message):
     def __init__(self, pipeline: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
 class TelemetryHeader(_message.Message):
-    __slots__ = ("device_id", "fleet", "sequence", "time", "models", "schema")
+    __slots__ = ("device_id", "fleet", "sequence", "time", "models", "schema", "prev")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     FLEET_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    PREV_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     fleet: str
     sequence: int
     time: _timestamp_pb2.Timestamp
     models: _containers.RepeatedCompositeFieldContainer[TelemetryModel]
     schema: int
-    def __init__(self, device_id: _Optional[str] = ..., fleet: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., models: _Optional[_Iterable[_Union[TelemetryModel, _Mapping]]] = ..., schema: _Optional[int] = ...) -> None: ...
+    prev: int
+    def __init__(self, device_id: _Optional[str] = ..., fleet: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., models: _Optional[_Iterable[_Union[TelemetryModel, _Mapping]]] = ..., schema: _Optional[int] = ..., prev: _Optional[int] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("device_id", "fleet", "sequence", "time", "replica", "highest")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    fleet: str
+    sequence: int
+    time: _timestamp_pb2.Timestamp
+    replica: str
+    highest: int
+    def __init__(self, device_id: _Optional[str] = ..., fleet: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., replica: _Optional[str] = ..., highest: _Optional[int] = ...) -> None: ...
 
 class Status(_message.Message):
     __slots__ = ("header", "state", "connection", "last_will", "agent_version", "started_at", "reason", "labels")

@@ -35,7 +35,10 @@ def test_a_swap_to_the_same_model_changes_no_id(tmp_path: Path, reference: track
     assert got["swap_ok"] is True and set(got["results_by_version"]) == {"1.0.0", "1.0.1"}
     at = got["at_swap"]
     assert at["id_switches_vs_reference"] == 0, got
-    assert at["same_id_within_10_frames"] == at["tracked_before"] >= 6, got
+    assert at["tracked_before"] >= 6, got
+    # every track the run without a swap carries on with is carried on, under the same id (a track can end
+    # on its own right after the cut-over, in both runs alike)
+    assert at["same_id_within_10_frames"] >= at["continuing_in_reference"] >= at["tracked_before"] - 2, got
     assert at["new_id_on_an_object_tracked_before"] == 0, got
 
 

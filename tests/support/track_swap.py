@@ -5,6 +5,8 @@ and tools/bench/track_bench.py (``--real``).
 What is measured, for one label:
 * ``tracked_before`` / ``same_id_within_10_frames``: tracks on the last frame before the cut-over, and how
   many of them are on a frame of the new version within 10 frames, with the same id;
+* ``continuing_in_reference``: of the tracks on the last frame before the cut-over, how many the run without
+  a swap still shows within the same 10 frames (a track may end there on its own: a walker leaving);
 * ``new_id_on_an_object_tracked_before``: objects tracked on the last frame before the cut-over that the
   first frame after it shows (IoU >= 0.5) under an id that did not exist before (a restarted track);
 * ``id_switches_vs_reference``: the same clip tracked without a swap is the reference (up to the cut-over
@@ -115,7 +117,7 @@ def measure(swapped: SwapTracks, reference: SwapTracks, label: str) -> dict[str,
     lengths: Counter[tuple[str, int]] = Counter()
     versions: Counter[str] = Counter()
     cuts: list[int] = []
-    switches = seen_before = seen_again = class_gone = restarted = 0
+    switches = seen_before = seen_again = continuing = class_gone = restarted = 0
     for sid, rs in swapped.results.items():
         for r in rs:
             versions[r.model_version] += 1
@@ -132,6 +134,8 @@ def measure(swapped: SwapTracks, reference: SwapTracks, label: str) -> dict[str,
         after = {i for r in rs[cut : cut + 10] for i in _tracked(r, label)[0]}
         seen_before += len(before)
         seen_again += len(before & after)
+        ref = reference.results[sid]
+        continuing += len(before & {i for r in ref[cut : cut + 10] for i in _tracked(r, label)[0]})
         now_ids, now_boxes = _tracked(rs[cut], label)
         iou = _iou_matrix(before_boxes, now_boxes)
         for j in range(len(before_ids)):
@@ -152,6 +156,7 @@ def measure(swapped: SwapTracks, reference: SwapTracks, label: str) -> dict[str,
             "id_switches_vs_reference": switches,
             "tracked_before": seen_before,
             "same_id_within_10_frames": seen_again,
+            "continuing_in_reference": continuing,
             "new_id_on_an_object_tracked_before": restarted,
             "class_gone": class_gone,
         },

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,68 @@ def test_store_refuses_bad_artifacts_and_stays_unchanged(tmp_path: Path, keys: d
         store.install(path, sha, size)
     assert list(store.models.iterdir()) == []
     assert list(store.staging.iterdir()) == []
+
+
+def test_a_kill_between_install_and_part_removal_leaves_nothing_behind(tmp_path: Path, keys: dict[str, Path]) -> None:
+    """Found by the random-kill run: a kill after the install, before ``downloads/<sha>.part`` was removed,
+    left the complete download (7.6 MB) behind for good: on restart the version was found installed and
+    the clean-up skipped. A start-up now removes what a kill can leave; an unfinished download stays."""
+    store = make_store(tmp_path, keys)
+    path, sha, size = artifact(tmp_path, keys["a"])
+    part = store.partial(sha)
+    shutil.copyfile(path, part)
+    store.install(part, sha, size)  # ... SIGKILL here
+    unfinished = store.partial("f" * 64)
+    unfinished.write_bytes(b"the first bytes of another artifact")
+    (store.staging / "0123456789ab-xyz").mkdir()  # mid-unpack
+    state = tmp_path / "state" / "state.json"
+    AgentState(state).save()
+    (state.parent / ".state-abc123").write_text('{"serving": ')  # mid-write of state.json
+    ModelStore(tmp_path / "state", load_trusted_keys((keys["a_pub"],)))  # the agent starts again
+    AgentState(state)
+    assert not part.exists()
+    assert unfinished.exists()  # resumed when its command comes again
+    assert list(store.staging.iterdir()) == []
+    assert sorted(p.name for p in state.parent.iterdir() if p.name.startswith(".state-")) == []
+    assert store.installed(sha) is not None
+
+
+def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(tmp_path: Path) -> None:
+    """Read in the code: after the SDK rolled a version back in its health window the host still held the
+    rejected package, so a watchdog restart would have started the pipeline on it."""
+    import time
+
+    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.sdk import PipelineConfig, load_package
+
+    good = load_package(yolo_package(tmp_path / "good"))
+    flaky = load_package(yolo_package(tmp_path / "flaky", version="2.0.0", nan_above=0.75))  # NaN on white frames
+    config = PipelineConfig(
+        model=good.root, sources=("synthetic:?width=96&height=96&fps=30&white_after=30&live=false",)
+    )
+    host = PipelineHost("cam", config)
+    host.start(good)
+    try:
+        out = host.swap(flaky, 30.0, lambda _s, _m: None)
+        assert out.ok and host.ref == "toy-yolo:2.0.0"
+        deadline = time.monotonic() + 20
+        while host.ref != "toy-yolo:1.0.0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.ref == "toy-yolo:1.0.0", "the SDK did not roll back"
+        while host.package is flaky and time.monotonic() < deadline:  # within a status report or 0.5 s
+            host.status()
+            time.sleep(0.05)
+        assert host.package is not None and host.package.ref == "toy-yolo:1.0.0"
+        assert host.status()["previous_ref"] == ""
+        p = host.pipeline
+        assert p is not None
+        p._fail("sinks", RuntimeError("disk full"))  # the pipeline fails: the watchdog restarts it
+        while host.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.restarts >= 1 and host.pipeline is not p
+        assert host.pipeline is not None and host.pipeline.model.ref == "toy-yolo:1.0.0"
+    finally:
+        host.close()
 
 
 def test_state_survives_a_restart_and_a_corrupt_file(tmp_path: Path) -> None:

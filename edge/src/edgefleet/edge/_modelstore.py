@@ -50,8 +50,25 @@ class ModelStore:
         self.trusted_keys = dict(trusted_keys)
         self.require_signature = require_signature
         self.revoked_keys = frozenset(revoked_keys)
+        self.sweep()
+
+    def sweep(self) -> list[Path]:
+        """Remove what a kill can leave behind (run at start-up): unpack folders in ``staging/`` and the
+        download of an artifact that is installed already (a kill between the install and the removal of
+        its ``.part``). An unfinished download stays: it resumes when its command comes again."""
+        removed: list[Path] = []
         for leftover in self.staging.iterdir():  # from a crash mid-install
             shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+        for part in self.downloads.glob("*.part"):
+            if (self.models / part.name.removesuffix(".part")).is_dir():
+                part.unlink(missing_ok=True)
+                removed.append(part)
+        if removed:
+            _log.info(
+                "removed %d leftover(s) of an interrupted install: %s", len(removed), ", ".join(p.name for p in removed)
+            )
+        return removed
 
     def partial(self, sha256: str) -> Path:
         return self.downloads / f"{sha256}.part"

@@ -213,12 +213,13 @@ class Swapper:
                 f"trusted_keys must be a mapping of key id to public key, not {type(trusted_keys).__name__}"
             )
         if not isinstance(package, ModelPackage):
+            path = os.fspath(package)
             try:
-                package = load_package(package, trusted_keys=trusted_keys, require_signature=require_signature)
+                package = load_package(path, trusted_keys=trusted_keys, require_signature=require_signature)
             except (ModelPackageError, OSError) as exc:  # OSError: unreadable (permissions, I/O error)
                 with self._lock:
                     old = self.p.slot.current.ref
-                    report = SwapReport(ok=False, old_ref=old, new_ref=os.fspath(package), stage="verify")
+                    report = SwapReport(ok=False, old_ref=old, new_ref=path, stage="verify")
                     return self._refuse(report, "verify", str(exc), progress)
         return self.swap(
             package,

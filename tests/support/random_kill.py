@@ -128,6 +128,7 @@ class RandomKill:
         self.outcomes: list[dict[str, Any]] = []  # one per rollout, when it ended
         self._rollout = ""
         self._target = ""
+        self._stale_parts: list[Path] = []
         self._deployed = 0
 
     # --- set-up ----------------------------------------------------------------------------------
@@ -285,6 +286,9 @@ class RandomKill:
     def restart(self) -> int:
         """Start the agent and check it comes back on a verified version; returns the log offset."""
         expected, path = self._expected_ref()
+        models = self.state_dir / "models"  # a kill between an install and the removal of its download
+        self._stale_parts = [p for p in (self.state_dir / "downloads").glob("*.part")
+                             if (models / p.name.removesuffix(".part")).is_dir()]  # fmt: skip
         offset = self._start_agent()
         self.stats["restarts"] += 1
         t0 = time.monotonic()
@@ -294,10 +298,12 @@ class RandomKill:
             self.failures.append(f"restarted on {got}, expected last-good {expected}")
         elif self._verify(path, expected, "restart"):
             self.stats["restarts_on_verified"] += 1
-        models = self.state_dir / "models"
-        for part in (self.state_dir / "downloads").glob("*.part"):
-            if (models / part.name.removesuffix(".part")).is_dir():
+        for part in self._stale_parts:  # what the kill left; the agent's own later downloads are its business
+            if part.exists():
                 self.failures.append(f"after the restart: downloads/{part.name} of an installed artifact is left")
+            else:
+                self.stats["stale_parts_removed"] += 1
+        self._stale_parts = []
         return offset
 
     def _ensure_rollout(self) -> None:
@@ -428,6 +434,7 @@ class RandomKill:
             "outcomes": self.outcomes,
             "downloads_resumed": self.agent_log.read_text(errors="replace").count("resuming at"),
             "staging_leftovers_after_restart": len(leftovers),
+            "complete_downloads_left_by_a_kill_removed_at_restart": self.stats["stale_parts_removed"],
             "failures": self.failures,
             "mean_restart_s": round(self.stats["restart_s_total"] / max(1, self.stats["restarts"]), 3),
             "elapsed_s": round(time.monotonic() - t0, 1),

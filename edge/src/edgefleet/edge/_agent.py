@@ -23,6 +23,7 @@ from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, key_id, load_public_key
 from edgefleet.sdk._address import can_probe, connect_problem
 
+from ._background import background_executor
 from ._caps import detect_capabilities
 from ._config import AgentConfig
 from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
@@ -84,6 +85,7 @@ class Agent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._caps = detect_capabilities(VERSION)
+        self._background = background_executor(config.install_nice)  # downloads' writes, verify, install
         self.telemetry: TelemetryAgent | None = None
         if config.telemetry is not None:
             try:
@@ -204,6 +206,7 @@ class Agent:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._background.shutdown(wait=False, cancel_futures=True)
 
     def _hello(self) -> agent_pb2.AgentMessage:
         caps = ParseDict(self._caps, common_pb2.Capabilities())
@@ -422,6 +425,7 @@ class Agent:
                     dest=part,
                     device_id=self.config.device_id,
                     rate_limit_bps=rate,
+                    executor=self._background,
                 )
                 break
             except DownloadInterruptedError as exc:
@@ -431,7 +435,8 @@ class Agent:
                 await asyncio.sleep(1.0 + attempt)
         self.event(cid, agent_pb2.STEP_VERIFYING, "sha256, files and signature")
         try:
-            pkg = await asyncio.to_thread(self.store.install, part, m.sha256, m.size)
+            loop = asyncio.get_running_loop()
+            pkg = await loop.run_in_executor(self._background, self.store.install, part, m.sha256, m.size)
         except ArtifactError:
             part.unlink(missing_ok=True)  # a bad download is not resumed
             raise

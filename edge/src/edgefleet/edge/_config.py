@@ -82,6 +82,13 @@ class AgentConfig(_Strict):
     download_rate_limit_kbps: float = Field(
         0.0, ge=0, allow_inf_nan=False, description="Cap on download speed, kilobits/s (0: none)"
     )
+    install_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How much lower than the pipelines the thread that writes, verifies and installs "
+        "downloads runs (nice increment; 0: the same priority)",
+    )
     health_window_s: float | None = Field(
         None, ge=0, le=7 * 24 * 3600, allow_inf_nan=False, description="Overrides the controller's window (s)"
     )

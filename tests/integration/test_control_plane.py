@@ -447,5 +447,19 @@ def test_two_replicas_share_one_postgresql(
         done = one.wait_rollout(ro.rollout_id, ("completed",), 40)
         assert done.devices[0].state == "succeeded"
         assert one.serving("a1") == {"toy-yolo:2.0.0"}
+        # killed inside the next rollout's window, the agent comes back through the other replica: one
+        # re-send between them (decided under the rollout's lease), and it converges
+        two.client.push(packages["3.0.0"], key=keys["a"])
+        ro = one.client.deploy("toy-yolo:3.0.0", {"site": "x"}, ["100%"], health_window_s=2)
+        wait_for("cut over", lambda: one.serving("a1") == {"toy-yolo:3.0.0"}, 30, 0.05)
+        one.agents["a1"].kill(signal.SIGKILL)
+        time.sleep(3.0)
+        assert _member(one, ro.rollout_id, "a1").state != "succeeded"
+        two.start_agent("a1", {"site": "x"}, packages["1.0.0"])  # its config now names replica two
+        done = two.wait_rollout(ro.rollout_id, ("completed", "aborted"), 60)
+        assert done.state == "completed" and done.devices[0].state == "succeeded", done
+        assert done.devices[0].command_id == f"{ro.rollout_id}.a1.apply.2"
+        assert two.serving("a1") == {"toy-yolo:3.0.0"}
+        assert two.agents["a1"].text().count(f"{ro.rollout_id}.a1.apply.2: STEP_RECEIVED") == 1
         for f in (one, two):
             f.close()

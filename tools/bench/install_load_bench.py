@@ -70,6 +70,58 @@ class LineLog:
         with self._lock:
             return next((t for t, line in self.lines if needle in line), None)
 
+    def line(self, needle: str) -> str:
+        with self._lock:
+            return next((line for _, line in self.lines if needle in line), "")
+
+
+class ThreadCpu:
+    """Samples the agent's threads' CPU time (/proc/PID/task/*/stat) every 0.1 s, by thread name, so a
+    window's CPU can be split between the install thread, the pipelines and the rest."""
+
+    def __init__(self, pid: int, log: LineLog) -> None:
+        self.pid, self.log = pid, log
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._tick = os.sysconf("SC_CLK_TCK")
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _read(self) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (task / "stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                if task.name == self.install_tid():
+                    group = "install thread"
+                elif task.name == str(self.pid):
+                    group = "main thread (event loop: gRPC, the download)"
+                else:
+                    group = "pipelines, ONNX Runtime, sinks, gRPC core"
+                out[group] += (int(fields[11]) + int(fields[12])) / self._tick
+        return dict(out)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            with contextlib.suppress(OSError):
+                self.samples.append((time.time(), self._read()))
+
+    def install_tid(self) -> str:
+        """The install thread's id, from the agent's log line "install thread N runs at nice M"."""
+        hit = self.log.line("install thread ")
+        return hit.split("install thread ", 1)[1].split()[0] if hit else ""
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def between(self, a: float, b: float) -> dict[str, float]:
+        """CPU seconds per thread group from the sample nearest ``a`` to the one nearest ``b``."""
+        if not self.samples:
+            return {}
+        first = min(self.samples, key=lambda x: abs(x[0] - a))[1]
+        last = min(self.samples, key=lambda x: abs(x[0] - b))[1]
+        return {k: round(v - first.get(k, 0.0), 2) for k, v in sorted(last.items())}
+
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
@@ -183,11 +235,15 @@ def run_variant(args: argparse.Namespace, work: Path, overrides: dict[str, Any])
             agent = subprocess.Popen([EDGEFLEET, "agent", "--config", str(cfg)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
             log = LineLog(agent.stderr)
+            cpu = ThreadCpu(agent.pid, log)
             wait_for("the agent online", lambda: fleet.get_device(DEVICE).online, 120)
             time.sleep(args.warm_s)
             for ref in refs[1:]:
                 trials.append(one_trial(fleet, log, ref, args.control_s))
                 time.sleep(2.0)
+        cpu.stop()
+        for t in trials:
+            t["agent_cpu_s"] = {k: cpu.between(a, b) for k, (a, b) in t["windows"].items()}
     finally:
         if agent is not None and agent.poll() is None:
             agent.terminate()

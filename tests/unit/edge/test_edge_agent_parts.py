@@ -70,6 +70,7 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
         ("controller", {"address": "127.0.0.1:99999"}, "controller.address"),
         ("health_window_s", float("inf"), "health_window_s"),  # the agent's timer thread died on it
         ("download_rate_limit_kbps", float("nan"), "download_rate_limit_kbps"),
+        ("install_nice", 20, "install_nice"),
         ("controller", {"backoff_initial_s": 100, "backoff_max_s": 10}, "exceeds backoff_max_s"),
         ("state_dir", "", "state_dir is empty"),
     ):
@@ -195,6 +196,35 @@ def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(t
         assert host.pipeline is not None and host.pipeline.model.ref == "toy-yolo:1.0.0"
     finally:
         host.close()
+
+
+def test_install_work_runs_on_one_thread_below_the_pipelines_priority() -> None:
+    """The download/verify/install thread is niced (Linux sets it per thread), the caller's is not."""
+    import os
+    import sys
+    import threading
+
+    from edgefleet.edge._background import background_executor
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("per-thread nice values are a Linux feature")
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    pool = background_executor(10)
+    try:
+        tid, nice = pool.submit(lambda: (threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0))).result(10)
+        again = pool.submit(threading.get_native_id).result(10)
+    finally:
+        pool.shutdown()
+    assert nice == min(19, mine + 10) and again == tid  # one thread, reused
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_install_work_is_bounded_by_default() -> None:
+    from edgefleet.edge._config import AgentConfig
+
+    cfg = AgentConfig.model_validate({"device_id": "d", "pipelines": {"p": {"model": "m", "sources": ["synthetic:"]}}})
+    assert cfg.download_rate_limit_kbps == 80_000.0  # 10 MB/s unless configured
+    assert cfg.install_nice == 10
 
 
 def test_state_survives_a_restart_and_a_corrupt_file(tmp_path: Path) -> None:

@@ -29,8 +29,11 @@ def background_executor(nice: int) -> ThreadPoolExecutor:
             return
         tid = threading.get_native_id()
         try:
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+            value = min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+            os.setpriority(os.PRIO_PROCESS, tid, value)
         except OSError as exc:
             _log.warning("cannot lower the install thread's priority (%s); it runs as the pipelines do", exc)
+        else:
+            _log.info("install thread %d runs at nice %d", tid, value)
 
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgefleet-install", initializer=lower_priority)

@@ -80,7 +80,11 @@ class AgentConfig(_Strict):
     )
     state_dir: Path = Field(Path("edgefleet-agent"), description="Model store, downloads and agent state")
     download_rate_limit_kbps: float = Field(
-        0.0, ge=0, allow_inf_nan=False, description="Cap on download speed, kilobits/s (0: none)"
+        80_000.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Cap on download speed, kilobits/s (0: none). The default, 80 Mbit/s (10 MB/s), keeps a "
+        "download from starving the pipelines of a small device (docs/benchmarks-control-plane.md)",
     )
     install_nice: int = Field(
         10,

@@ -15,6 +15,9 @@ trial rolls a new toy-yolo version out to it, padded with ``--padding-mb`` of ra
 download, the verification (sha256 of the artifact and of every file, the signature) and the install
 (unpack, rename) weigh what a real model's do.
 
+``--busy-cores N`` adds N processes that spin on the CPU at the pipelines' priority for the whole run:
+a host loaded by other work, the same in every window (other jobs on a shared machine are not).
+
 Each trial is a control window (``--control-s`` seconds, nothing happening) and then a deploy, both
 measured on the same running agent, so both see the same machine. Each ``--variant`` (agent.yaml
 settings) gets an agent of its own, one after the other, all in one run. A dropped frame is a gap in a
@@ -217,6 +220,27 @@ def one_trial(fleet: Any, log: LineLog, ref: str, control_s: float) -> dict[str,
     }
 
 
+_SPIN = """
+import sys, time
+duty = float(sys.argv[1])
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.01 * duty:
+        pass
+    time.sleep(0.01 * (1.0 - duty))
+"""
+
+
+def busy(cores: float) -> list[subprocess.Popen[bytes]]:
+    """Processes that keep ``cores`` of CPU busy (each a full core, the last one part of it)."""
+    out = []
+    while cores > 1e-6:
+        duty = min(1.0, cores)
+        out.append(subprocess.Popen([sys.executable, "-c", _SPIN, str(duty)], start_new_session=True))
+        cores -= duty
+    return out
+
+
 def run_variant(args: argparse.Namespace, work: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """One agent on ``overrides``: its trials, and the drops per pipeline and window."""
     from edgefleet.cloud import FleetClient
@@ -288,6 +312,7 @@ def main() -> int:
         metavar="NAME[:KEY=VALUE,...]",
         help="agent.yaml settings (YAML values) of one agent run; repeat for several (default: 'defaults')",
     )
+    ap.add_argument("--busy-cores", type=float, default=0.0, help="background CPU load, in cores (0.5: half a core)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     variants: dict[str, dict[str, Any]] = {}
@@ -303,10 +328,17 @@ def main() -> int:
         "padding_mb": args.padding_mb,
         "variants": {},
     }
-    for name, overrides in variants.items():
-        with tempfile.TemporaryDirectory(prefix="edgefleet-install-load-") as tmp:
-            result["variants"][name] = run_variant(args, Path(tmp), overrides)
-            result["variants"][name]["load_after"] = load()
+    result["busy_cores"] = args.busy_cores
+    spinners = busy(args.busy_cores)
+    try:
+        for name, overrides in variants.items():
+            with tempfile.TemporaryDirectory(prefix="edgefleet-install-load-") as tmp:
+                result["variants"][name] = run_variant(args, Path(tmp), overrides)
+                result["variants"][name]["load_after"] = load()
+    finally:
+        for sp in spinners:
+            sp.kill()
+            sp.wait(10)
     result["entrance_drops"] = {name: v["entrance_drops"] for name, v in result["variants"].items()}
     emit(result, args.out)
     return 0

@@ -15,8 +15,9 @@ trial rolls a new toy-yolo version out to it, padded with ``--padding-mb`` of ra
 download, the verification (sha256 of the artifact and of every file, the signature) and the install
 (unpack, rename) weigh what a real model's do.
 
-``--busy-cores N`` adds N processes that spin on the CPU at the pipelines' priority for the whole run:
-a host loaded by other work, the same in every window (other jobs on a shared machine are not).
+``--busy-cores N`` (or ``busy_cores=N`` in a variant, for that variant only) adds processes that keep N
+cores busy at the pipelines' priority: a host loaded by other work, the same in every window (other jobs
+on a shared machine are not).
 
 Each trial is a control window (``--control-s`` seconds, nothing happening) and then a deploy, both
 measured on the same running agent, so both see the same machine. Each ``--variant`` (agent.yaml
@@ -328,17 +329,17 @@ def main() -> int:
         "padding_mb": args.padding_mb,
         "variants": {},
     }
-    result["busy_cores"] = args.busy_cores
-    spinners = busy(args.busy_cores)
-    try:
-        for name, overrides in variants.items():
+    for name, overrides in variants.items():
+        cores = float(overrides.pop("busy_cores", args.busy_cores))
+        spinners = busy(cores)
+        try:
             with tempfile.TemporaryDirectory(prefix="edgefleet-install-load-") as tmp:
                 result["variants"][name] = run_variant(args, Path(tmp), overrides)
-                result["variants"][name]["load_after"] = load()
-    finally:
-        for sp in spinners:
-            sp.kill()
-            sp.wait(10)
+        finally:
+            for sp in spinners:
+                sp.kill()
+                sp.wait(10)
+        result["variants"][name].update(busy_cores=cores, load_after=load())
     result["entrance_drops"] = {name: v["entrance_drops"] for name, v in result["variants"].items()}
     emit(result, args.out)
     return 0

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.gpu
 
 def _open(clip: Path, query: str = "") -> tuple[Any, Any]:
     from edgefleet.sdk._cuda._array import DeviceImage
-    from edgefleet.sdk._cuda._nvdec import NvdecSource
     from edgefleet.sdk._sources import parse_source
+    from edgefleet.sdk._sources._nvdec import NvdecSource
 
     spec = parse_source(f"nvdec:{clip}{query}")
     assert spec.kind == "nvdec" and not spec.live

@@ -20,7 +20,14 @@ what it measured):
 Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
-CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run).
+CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run), --analytics none,track
+(every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
+line, in normalised coordinates, to the pipeline; with it the pipeline suite also runs NanoDet at 64 streams).
+
+Analytics at 64 streams (the real detector, with and without tracking, interleaved):
+
+    python tools/bench/gpu_bench.py --models DIR --clip CLIP.mp4 --out h200-analytics.json \
+        --suite pipeline,density --only nanodet-fp32 --streams 64 --density-streams 64 --analytics none,track
 """
 
 from __future__ import annotations
@@ -39,7 +46,19 @@ import numpy as np
 from _nvml import EngineSampler
 
 ROOT = Path(__file__).resolve().parents[2]
-_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1]}  # command-line options
+_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1], "analytics": ["none"]}
+DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
+ANALYTICS: dict[str, list[dict[str, Any]]] = {
+    "none": [],
+    "track": [
+        {"type": "track"},
+        {
+            "type": "zones",
+            "zones": [{"name": "left", "points": [[0, 0], [0.5, 0], [0.5, 1], [0, 1]], "normalized": True}],
+            "lines": [{"name": "middle", "points": [[0.5, 0], [0.5, 1]], "normalized": True}],
+        },
+    ],
+}
 
 
 def _env() -> dict[str, Any]:
@@ -340,6 +359,7 @@ def _pipeline(
     timeout_ms: float = 5.0,
     device: str = "cuda:0",
     workers: int = 1,
+    analytics: str = "none",
 ) -> dict[str, Any]:
     """Run a pipeline to the end; throughput and latency over the steady part: while every stream is
     running (model warm-up and decoder sessions opening before it, streams ending after it, left out)."""
@@ -368,6 +388,7 @@ def _pipeline(
         on_result=on_result,
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
+        analytics=ANALYTICS[analytics],
     )
     with EngineSampler() as engines:
         p.start()
@@ -394,6 +415,8 @@ def _pipeline(
     ]
     return {
         "infer_workers": p.infer_workers,
+        "analytics": analytics,
+        "analytics_counters": s.analytics,
         "frames": s.results,
         "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
         "max_capture_slip_behind_30fps_s": round(max(slips), 3) if slips else 0.0,
@@ -421,12 +444,13 @@ def bench_pipeline(
 ) -> None:
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
-            for dec, w in [(d, w) for d in decoders for w in _OPTIONS["workers"]]:
+            runs = [(d, w, a) for d in decoders for w in _OPTIONS["workers"] for a in _OPTIONS["analytics"]]
+            for dec, w, an in runs:
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
-                    r = _pipeline(path, [src] * streams, batch, per, workers=w)
+                    r = _pipeline(path, [src] * streams, batch, per, workers=w, analytics=an)
                 except Exception as exc:
                     r = {"error": f"{type(exc).__name__}: {exc}"}
                     traceback.print_exc()
@@ -446,7 +470,8 @@ def bench_pipeline(
 def bench_density(
     rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
 ) -> None:
-    for dec, s, w in [(d, s, w) for d in decoders for s in streams for w in _OPTIONS["workers"]]:
+    runs = [(d, s, w, a) for d in decoders for s in streams for w in _OPTIONS["workers"] for a in _OPTIONS["analytics"]]
+    for dec, s, w, an in runs:
         base = _uri(clip, dec)
         src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
         frames = int(30 * seconds)
@@ -458,9 +483,9 @@ def bench_density(
                 for i in range(s):
                     sp = parse_source(base, i)
                     specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
-                r = _pipeline(model, specs, min(s, 32), frames, workers=w)  # type: ignore[arg-type]
+                r = _pipeline(model, specs, min(s, 32), frames, workers=w, analytics=an)  # type: ignore[arg-type]
             else:
-                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w)
+                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w, analytics=an)
         except Exception as exc:
             r = {"error": f"{type(exc).__name__}: {exc}"}
             traceback.print_exc()
@@ -506,6 +531,7 @@ def main(argv: list[str]) -> None:
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
+    ap.add_argument("--analytics", default="none", help="comma list of none, track: cells run once per setting")
     ap.add_argument(
         "--switch-interval",
         type=float,
@@ -520,6 +546,9 @@ def main(argv: list[str]) -> None:
     _OPTIONS["workers"] = [int(x) for x in args.infer_workers.split(",")]
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
+    _OPTIONS["analytics"] = args.analytics.split(",")
+    if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):
+        ap.error(f"--analytics takes a comma list of {', '.join(ANALYTICS)}")
     rec = Recorder(args.out, argv)
     suites = args.suite.split(",")
     names = ["yolov8n-fp32", "yolov8n-fp16", "resnet50-fp32", "resnet50-fp16", "nanodet-fp32"]
@@ -546,6 +575,8 @@ def main(argv: list[str]) -> None:
             elif suite == "pipeline":
                 cells = [(m, s, 8 if s == 1 else 32) for m in ("yolov8n-fp16", "yolov8n-fp32") for s in stream_counts]
                 extra = [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
+                if _OPTIONS["analytics"] != ["none"]:
+                    extra.append(("nanodet-fp32", 64, 32))
                 cells += [c for c in extra if c[1] in stream_counts]
                 bench_pipeline(
                     rec,
@@ -566,11 +597,11 @@ def main(argv: list[str]) -> None:
                 )
             elif suite == "decode":
                 bench_decode(rec, args.clip, stream_counts, args.decoders.split(","), 9600)
-            elif suite == "density" and "yolov8n-fp16" in models:
+            elif suite == "density" and (dm := next((m for m in DENSITY_MODELS if m in models), None)):
                 bench_density(
                     rec,
-                    models["yolov8n-fp16"],
-                    "yolov8n-fp16",
+                    models[dm],
+                    dm,
                     args.clip,
                     density_counts,
                     args.decoders.split(","),

@@ -250,8 +250,7 @@ def stress(clip: str, streams: int, cycles: int, frames: int, lock: bool) -> dic
     takes away the source's lock around creating and ending decoders."""
     import contextlib
 
-    from edgefleet.sdk._cuda import _nvdec
-    from edgefleet.sdk._sources import parse_source
+    from edgefleet.sdk._sources import _nvdec, parse_source
 
     if not lock:
         _nvdec._LIFECYCLE = contextlib.nullcontext()  # type: ignore[assignment]

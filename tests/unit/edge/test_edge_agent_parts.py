@@ -189,7 +189,7 @@ def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(t
         assert host.status()["previous_ref"] == ""
         p = host.pipeline
         assert p is not None
-        p._fail("sinks", RuntimeError("disk full"))  # the pipeline fails: the watchdog restarts it
+        p._flow.fail("sinks", RuntimeError("disk full"))  # the pipeline fails: the watchdog restarts it
         while host.restarts == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert host.restarts >= 1 and host.pipeline is not p

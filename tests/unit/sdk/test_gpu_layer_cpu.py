@@ -54,14 +54,20 @@ def test_nvdec_uri(tmp_path: Path) -> None:
     clip.write_bytes(b"x")
     spec = parse_source(f"cam=nvdec:{clip}?gpu=1&matrix=bt709")
     assert (spec.kind, spec.stream_id, spec.live, spec.uri) == ("nvdec", "cam", False, str(clip))
-    assert spec.options == {"gpu": "1", "matrix": "bt709"}
+    assert spec.config is not None and spec.config.model_dump(exclude_unset=True) == {
+        "type": "nvdec",
+        "id": "cam",
+        "path": clip,
+        "gpu": 1,
+        "matrix": "bt709",
+    }
     with pytest.raises(SourceError):
         parse_source("nvdec:/no/such/clip.mp4")
 
 
 def test_nvdec_prefetch_option_is_checked_before_anything_opens(tmp_path: Path) -> None:
-    from edgefleet.sdk._cuda._nvdec import NvdecSource
     from edgefleet.sdk._sources import parse_source
+    from edgefleet.sdk._sources._nvdec import NvdecSource
 
     clip = tmp_path / "c.mp4"
     clip.write_bytes(b"x")

@@ -287,25 +287,9 @@ def test_decoder_failing_after_cutover_rolls_back_and_reruns_the_batch(
 ) -> None:
     """A decoder that passes the gate and then raises is rolled back like a failing inference, whether
     the post thread decodes (one worker) or the inference workers do (several)."""
-    from edgefleet.sdk import DecodeContext, register_decoder
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from tests.support.flaky import flaky_package
 
-    class Flaky(YoloDecoder):
-        def __init__(self, ctx: DecodeContext) -> None:
-            super().__init__(ctx)
-            self.calls = itertools.count()
-
-        def decode(self, outputs, transforms):  # type: ignore[no-untyped-def]
-            if next(self.calls) >= 3:  # the gate's warm-up and two live batches go through
-                raise RuntimeError("decoder tripped on live outputs")
-            return super().decode(outputs, transforms)
-
-    register_decoder("test-flaky-yolo", Flaky, replace=True)
-    flaky = tmp_path / "flaky"
-    shutil.copytree(toy_models["yolo_v2"], flaky)
-    data = yaml.safe_load((flaky / "manifest.yaml").read_text())
-    data["decoder"]["type"] = "test-flaky-yolo"
-    (flaky / "manifest.yaml").write_text(yaml.safe_dump(data))
+    flaky = flaky_package(toy_models["yolo_v2"], tmp_path / "flaky")
     reports: list[SwapReport] = []
     with Pipeline(toy_models["yolo"], STREAMS, max_batch=4, infer_workers=workers) as p:
         assert p.infer_workers == workers

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgefleet.sdk import DecodeContext, Decoded, Decoder, DecoderError, load_package, register_decoder
+from edgefleet.sdk import DecodeContext, Decoded, Decoder, DecoderError, ManifestError, load_package, register_decoder
 from edgefleet.sdk._backends import InputBuffer
 from edgefleet.sdk._decoders._nms import nms
 from edgefleet.sdk._manifest import InputSpec
@@ -86,10 +86,10 @@ def _ctx(pkg: Path, outputs: tuple[str, ...], **overrides: float) -> DecodeConte
 
 
 def test_yolo_decoder_known_boxes(toy_models: dict[str, Path]) -> None:
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
     from tests.support.onnx_models import yolo_const
 
-    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    dec = build_decoder(_ctx(toy_models["yolo"], ("output0",)))
     out = yolo_const(
         3,
         [(32, 32, 16, 16, 0, 0.9), (33, 32, 16, 16, 0, 0.8), (32, 32, 16, 16, 2, 0.6), (5, 5, 4, 4, 1, 0.1)],
@@ -101,10 +101,10 @@ def test_yolo_decoder_known_boxes(toy_models: dict[str, Path]) -> None:
 
 
 def test_score_override_applies(toy_models: dict[str, Path]) -> None:
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
     from tests.support.onnx_models import yolo_const
 
-    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",), score_threshold=0.95))
+    dec = build_decoder(_ctx(toy_models["yolo"], ("output0",), score_threshold=0.95))
     t = compute_transform(64, 64, load_package(toy_models["yolo"]).manifest.input)
     (d,) = dec.decode({"output0": yolo_const(3, [(32, 32, 16, 16, 0, 0.9)])}, [t])
     assert d.detections == ()
@@ -112,34 +112,37 @@ def test_score_override_applies(toy_models: dict[str, Path]) -> None:
 
 def test_labels_that_do_not_name_every_class_are_refused(nanodet: Path, toy_models: dict[str, Path]) -> None:
     """40 labels for NanoDet's 80-class head labelled class 56 as '56' without a word."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder, YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
     params = p.manifest.decoder.params()
     with pytest.raises(DecoderError, match=r"40 labels, but output 'cls_8' scores 80 classes"):
-        NanoDetDecoder(DecodeContext(params, p.manifest, p.labels[:40], names))
+        build_decoder(DecodeContext(params, p.manifest, p.labels[:40], names))
     with pytest.raises(DecoderError, match=r"reg_max 5 needs 4 x 6 = 24"):
-        NanoDetDecoder(DecodeContext({**params, "reg_max": 5}, p.manifest, p.labels, names))
+        build_decoder(DecodeContext({**params, "reg_max": 5}, p.manifest, p.labels, names))
     with pytest.raises(DecoderError, match=r"outputs \['cls_32', 'reg_32'\] are read by no stride in \[8, 16\]"):
-        NanoDetDecoder(DecodeContext({**params, "strides": [8, 16]}, p.manifest, p.labels, names))
+        build_decoder(DecodeContext({**params, "strides": [8, 16]}, p.manifest, p.labels, names))
     y = load_package(toy_models["yolo"])
     ynames = tuple(o.name for o in y.manifest.outputs)
-    YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, y.labels, ynames))  # as shipped
+    build_decoder(DecodeContext(y.manifest.decoder.params(), y.manifest, y.labels, ynames))  # as shipped
     with pytest.raises(DecoderError, match="labels, but output"):
-        YoloDecoder(DecodeContext(y.manifest.decoder.params(), y.manifest, (*y.labels, "extra"), ynames))
+        build_decoder(DecodeContext(y.manifest.decoder.params(), y.manifest, (*y.labels, "extra"), ynames))
+
+
+_STRIDES = r"^nanodet-m:1\.0\.0: decoder \(nanodet\): strides: "
 
 
 def test_nanodet_strides_that_do_not_fit_the_head_are_refused_at_load(nanodet: Path) -> None:
     """A strides list that does not match the model's head is one clear error naming the package when the
     decoder is built, not a ZeroDivisionError, a numpy error at the first frame, or lost detections."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
 
-    def build(manifest: Any = p.manifest, outputs: tuple[str, ...] = names, **params: Any) -> NanoDetDecoder:
-        return NanoDetDecoder(DecodeContext({**p.manifest.decoder.params(), **params}, manifest, p.labels, outputs))
+    def build(manifest: Any = p.manifest, outputs: tuple[str, ...] = names, **params: Any) -> Decoder:
+        return build_decoder(DecodeContext({**p.manifest.decoder.params(), **params}, manifest, p.labels, outputs))
 
     build()  # as shipped
     # a 4-level head (its stride-64 outputs not in the manifest) under 3 strides: stride 64 was never read
@@ -149,12 +152,12 @@ def test_nanodet_strides_that_do_not_fit_the_head_are_refused_at_load(nanodet: P
         r"\(the strides read 6 of the head's 8 outputs\)",
     ):
         build(outputs=(*names, "cls_64", "reg_64"))
-    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*must be positive, got \[0, 1, 2\]"):
+    with pytest.raises(DecoderError, match=_STRIDES + r".*must be positive, got \[0, 1, 2\]"):
         # a head whose outputs are numbered by level, not by stride: a ZeroDivisionError before
         build(outputs=tuple(f"{kind}_{level}" for level in range(3) for kind in ("cls", "reg")), strides=[0, 1, 2])
-    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*must differ, got \[8, 8, 16, 32\]"):
+    with pytest.raises(DecoderError, match=_STRIDES + r".*must differ, got \[8, 8, 16, 32\]"):
         build(strides=[8, 8, 16, 32])  # one level decoded twice
-    with pytest.raises(DecoderError, match=r"^nanodet-m:1\.0\.0 decoder: strides: .*at least 1 item"):
+    with pytest.raises(DecoderError, match=_STRIDES + r".*at least 1 item"):
         build(strides=[])
     # each stride's cells over the input must be the head's: 416's outputs under a 320 input
     small = p.manifest.model_copy(update={"input": p.manifest.input.model_copy(update={"shape": (-1, 3, 320, 320)})})
@@ -200,11 +203,11 @@ def test_a_manifest_with_too_few_strides_fails_to_load(nanodet: Path, tmp_path: 
 
 
 def test_nanodet_decoder_on_a_hand_made_cell(nanodet: Path) -> None:
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
-    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    dec = build_decoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
     outs = {o.name: np.zeros((1, *o.shape[1:]), np.float32) for o in p.manifest.outputs}
     for o in p.manifest.outputs:
         if o.name.startswith("reg_"):
@@ -223,9 +226,9 @@ def test_nanodet_decoder_on_a_hand_made_cell(nanodet: Path) -> None:
 
 
 def test_classification_top_k(toy_models: dict[str, Path]) -> None:
-    from edgefleet.sdk._decoders._classification import ClassificationDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
-    dec = ClassificationDecoder(_ctx(toy_models["cls"], ("logits",)))
+    dec = build_decoder(_ctx(toy_models["cls"], ("logits",)))
     (d,) = dec.decode({"logits": np.array([[0.1, 3.0, 1.0, -2.0]], np.float32)}, [compute_transform(8, 8, _spec())])
     assert [c.label for c in d.classifications] == ["class1", "class2", "class0"]
     assert abs(sum(np.exp([0.1, 3.0, 1.0, -2.0]) / np.exp([0.1, 3.0, 1.0, -2.0]).sum()) - 1) < 1e-6
@@ -250,11 +253,11 @@ def test_classification_decoder_gives_the_same_result_from_a_gpu_top_k(
 ) -> None:
     """The decoder asks for its top k on the device; from those k values and each row's log-sum-exp it
     gives what it gives from the whole logits, and the dense view keeps shape, top k and non-finite rows."""
-    from edgefleet.sdk._decoders._classification import ClassificationDecoder
+    from edgefleet.sdk._decoders import build_decoder
     from edgefleet.sdk._sparse import CandidateFilter
 
     ctx = _ctx(toy_models["cls"], ("logits",))
-    dec = ClassificationDecoder(DecodeContext({"top_k": 3, "softmax": softmax}, ctx.manifest, ctx.labels, ("logits",)))
+    dec = build_decoder(DecodeContext({"top_k": 3, "softmax": softmax}, ctx.manifest, ctx.labels, ("logits",)))
     assert dec.candidate_filters() == [CandidateFilter("logits", 0.0, "top_k", k=3)]
     rng = np.random.default_rng(3)
     logits = rng.normal(0, 3, (6, 4)).astype(np.float32)
@@ -301,8 +304,9 @@ def test_bad_decoder_parameter_names_it(toy_models: dict[str, Path], tmp_path: P
     data = yaml.safe_load((dst / "manifest.yaml").read_text())
     data["decoder"]["scroe_threshold"] = 0.5
     (dst / "manifest.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(DecoderError, match="scroe_threshold"):
-        load_model(load_package(dst))
+    # refused when the manifest is read (so `models inspect` and a push refuse it too), not only at load
+    with pytest.raises(ManifestError, match=r"manifest\.yaml: decoder \(yolo\): scroe_threshold: Extra inputs"):
+        load_package(dst)
 
 
 def test_app_registered_decoder_is_used(toy_models: dict[str, Path], tmp_path: Path) -> None:
@@ -368,10 +372,10 @@ def _yolo_outputs(n: int, classes: int, anchors: int, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_yolo_batch_decoder_matches_the_per_frame_reference(toy_models: dict[str, Path], dtype: type) -> None:
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     pkg = load_package(toy_models["yolo"])
-    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    dec = build_decoder(_ctx(toy_models["yolo"], ("output0",)))
     n = 6
     out = _yolo_outputs(n, len(pkg.labels), 300, 7)
     out[2, 4:] = 0.0  # a frame with no candidate at all
@@ -406,11 +410,11 @@ def _nanodet_outputs(p: object, n: int, seed: int) -> dict[str, np.ndarray]:
 
 def test_nanodet_batch_decoder_matches_frame_by_frame(nanodet: Path) -> None:
     """Decoding a batch gives each frame exactly what decoding it alone gives."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
-    dec = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    dec = build_decoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
     n = 4
     outs = _nanodet_outputs(p, n, 3)
     outs["cls_8"][1] = 0.0
@@ -524,12 +528,12 @@ def _nanodet_case(
 ) -> tuple[Any, dict[str, np.ndarray], list[Any], list[Any]]:
     """NanoDet's decoder, 4 frames of model outputs (frame 2 with no candidate), their transforms and
     the detections decoded from the full tensors."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder
+    from edgefleet.sdk._decoders import build_decoder
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
     params = {**p.manifest.decoder.params(), "multi_label": multi_label, **extra}
-    dec = NanoDetDecoder(DecodeContext(params, p.manifest, p.labels, names))
+    dec = build_decoder(DecodeContext(params, p.manifest, p.labels, names))
     outs = _nanodet_outputs(p, 4, 11)
     for level in ("cls_8", "cls_16", "cls_32"):
         outs[level][2] = 0.0
@@ -592,11 +596,11 @@ def test_device_nms_reference_finishes_frames_like_the_host(nanodet: Path, extra
 
 
 def test_yolo_decoder_gives_the_same_detections_from_gpu_candidates(toy_models: dict[str, Path]) -> None:
-    from edgefleet.sdk._decoders._detection import YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
     from edgefleet.sdk._sparse import CandidateRows
 
     pkg = load_package(toy_models["yolo"])
-    dec = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    dec = build_decoder(_ctx(toy_models["yolo"], ("output0",)))
     n = 5
     out = _yolo_outputs(n, len(pkg.labels), 400, 8)
     out[3, 4:] = 0.0
@@ -659,7 +663,7 @@ def test_whole_batch_detection_finish_equals_frame_by_frame(path: str, monkeypat
     boxes, scores, classes = _crowd(rng, frame.size, len(labels), ties=True)
     keep_mask = np.array([True, True, False, True, True, True])
     for pre_top, max_det, keep in ((1000, 100, None), (50, 10, None), (1000, 5, keep_mask)):
-        p = _DetectionParams(iou_threshold=0.45, pre_nms_top_k=pre_top, max_detections=max_det)
+        p = _DetectionParams(type="test", iou_threshold=0.45, pre_nms_top_k=pre_top, max_detections=max_det)
         got = _per_frame(ctx, p, keep, frame, boxes, scores, classes, transforms)
         for i, t in enumerate(transforms):
             m = frame == i
@@ -683,12 +687,12 @@ def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
 ) -> None:
     """The decoder says which outputs may be thresholded on the device (with its own threshold); a
     backend without a GPU filter (here ONNX Runtime on the CPU) declines and keeps the full tensors."""
-    from edgefleet.sdk._decoders._detection import NanoDetDecoder, YoloDecoder
+    from edgefleet.sdk._decoders import build_decoder
     from edgefleet.sdk._sparse import CandidateFilter
 
     p = load_package(nanodet)
     names = tuple(o.name for o in p.manifest.outputs)
-    nano = NanoDetDecoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
+    nano = build_decoder(DecodeContext(p.manifest.decoder.params(), p.manifest, p.labels, names))
     t, cp, rp = nano.p.score_threshold, nano.p.cls_prefix, nano.p.reg_prefix
     grids = [(-(-416 // s), -(-416 // s)) for s in nano.p.strides]  # the demo model's input is 416 x 416
     firsts = [0, grids[0][0] * grids[0][1], grids[0][0] * grids[0][1] + grids[1][0] * grids[1][1]]
@@ -713,7 +717,7 @@ def test_detectors_declare_their_gpu_filters_and_a_cpu_backend_declines_them(
     ]
     assert nano.candidate_filters() == want and {w.output for w in want} <= set(names)
     yolo_pkg = load_package(toy_models["yolo"])
-    yolo = YoloDecoder(_ctx(toy_models["yolo"], ("output0",)))
+    yolo = build_decoder(_ctx(toy_models["yolo"], ("output0",)))
     (f,) = yolo.candidate_filters()
     assert (f.output, f.layout, f.classes, f.threshold) == (
         "output0",

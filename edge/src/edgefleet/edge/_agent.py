@@ -20,7 +20,7 @@ import grpc
 from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from edgefleet.sdk import EdgefleetError, ModelPackage, key_id, load_public_key
+from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig, key_id, load_public_key
 from edgefleet.sdk._address import can_probe, connect_problem
 
 from ._background import background_executor
@@ -98,7 +98,7 @@ class Agent:
     def start_pipelines(self) -> None:
         """Start every pipeline on its last-good version (or the config's package on first boot)."""
         for name, pc in self.config.pipelines.items():
-            host = PipelineHost(name, pc, self._result_listener(name))
+            host = PipelineHost(name, self._with_events(pc), services=self._services())
             pkg: ModelPackage | None = None
             last = self.state.serving.get(name)
             if last:
@@ -133,11 +133,19 @@ class Agent:
             host.close()
 
     # --- telemetry (all no-ops without a ``telemetry:`` section; never fails the caller) -----------
-    def _result_listener(self, pipeline: str) -> Any:
+    def _services(self) -> dict[str, Any]:
+        """What the agent offers its pipelines' sinks: the telemetry the ``events`` sink publishes through."""
+        return {} if self.telemetry is None else {"telemetry": self.telemetry}
+
+    def _with_events(self, config: PipelineConfig) -> PipelineConfig:
+        """Detection events on (``telemetry.events.detections``), or analytics stages in the pipeline (their
+        events and counts): the pipeline gets the ``events`` sink (edgefleet.edge._telemetry._events)
+        unless its config lists one."""
         tel = self.telemetry
-        if tel is None or not tel.config.events.detections:
-            return None
-        return lambda result: tel.detections(pipeline, result)
+        wanted = tel is not None and (tel.config.events.detections or bool(config.analytics))
+        if tel is None or not wanted or any(s.type == "events" for s in config.sinks):
+            return config
+        return config.model_validate({**config.model_dump(), "sinks": [*config.sinks, {"type": "events"}]})
 
     def _swap_event(self, pipeline: str, phase: Any, from_ref: str, to_ref: str, **kw: Any) -> None:
         if self.telemetry is not None:

@@ -154,7 +154,9 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-_NOT_FILES = ("gst:", "synthetic:", "pattern:", "test:", "usb:", "v4l2:", "/dev/")
+# Any "<scheme>:" other than the two path ones is not a path (rtsp://, synthetic:, gst:, usb:, a
+# plugin's "ramp:"...): only paths are made relative to the config file.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NAMED = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(.+)$", re.S)
 
 
@@ -165,15 +167,19 @@ def _resolve_pipeline(pipe: dict[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(out.get("model"), str) and not Path(out["model"]).is_absolute():
         out["model"] = str(base / out["model"])
     if isinstance(out.get("sources"), list):
-        out["sources"] = [_resolve_source(s, base) if isinstance(s, str) else s for s in out["sources"]]
-    if isinstance(out.get("sinks"), list):
-        out["sinks"] = [
-            {**k, "path": str(base / k["path"])}
-            if isinstance(k, dict) and isinstance(k.get("path"), str) and not Path(k["path"]).is_absolute()
-            else k
-            for k in out["sinks"]
+        out["sources"] = [
+            _resolve_source(s, base) if isinstance(s, str) else _resolve_path(s, base) for s in out["sources"]
         ]
+    if isinstance(out.get("sinks"), list):
+        out["sinks"] = [_resolve_path(k, base) for k in out["sinks"]]
     return out
+
+
+def _resolve_path(item: Any, base: Path) -> Any:
+    """A source or sink mapping's relative ``path`` (``{type: file, path: clip.mp4}``), relative to the file."""
+    if isinstance(item, dict) and isinstance(item.get("path"), str) and not Path(item["path"]).is_absolute():
+        return {**item, "path": str(base / item["path"])}
+    return item
 
 
 def _resolve_source(text: str, base: Path) -> str:
@@ -183,7 +189,7 @@ def _resolve_source(text: str, base: Path) -> str:
     for s in ("file:", "nvdec:"):
         if rest.lower().startswith(s):
             scheme, rest = rest[: len(s)], rest[len(s) :]
-    if "://" in rest or " ! " in rest or rest.lower().startswith(_NOT_FILES) or not rest:
+    if not rest or _SCHEME.match(rest) or " ! " in rest or rest.startswith("/dev/"):
         return text
     path, sep, query = rest.partition("?")
     if Path(path).is_absolute():

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
@@ -29,10 +29,17 @@ class SwapOutcome:
 
 
 class PipelineHost:
-    def __init__(self, name: str, config: PipelineConfig, on_result: Callable[[Result], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: PipelineConfig,
+        on_result: Callable[[Result], None] | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> None:
         self.name = name
         self.config = config
         self._on_result = on_result
+        self.services = dict(services or {})  # offered to the pipeline's sinks (the agent's telemetry)
         self.pipeline: Pipeline | None = None
         self.package: ModelPackage | None = None
         self.previous: ModelPackage | None = None
@@ -47,7 +54,12 @@ class PipelineHost:
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, package: ModelPackage) -> None:
         config = self.config.model_copy(update={"model": package.root})
-        pipeline = Pipeline.from_config(config, on_result=self._result)
+        pipeline = Pipeline.from_config(
+            config,
+            on_result=self._result if self._on_result is not None else None,
+            name=self.name,
+            services=self.services,
+        )
         pipeline.start()
         self.pipeline, self.package = pipeline, package
         _log.info("pipeline %s serving %s", self.name, package.ref)

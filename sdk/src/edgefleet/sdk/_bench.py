@@ -102,7 +102,7 @@ def _mode_naive(model: Path, source: Path, frames: int, batch: int, device: str)
 
     from ._decoders import DecodeContext, build_decoder
     from ._package import load_package
-    from ._preprocess import compute_transform
+    from ._transform import compute_transform
 
     pkg = load_package(model)
     spec = pkg.manifest.input
@@ -311,7 +311,7 @@ if __name__ == "__main__":
     from pydantic import ValidationError
 
     from ._errors import EdgefleetError
-    from ._manifest import format_validation_error
+    from ._validation import format_validation_error
 
     try:
         _child(sys.argv[1:])

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, ValidationError, field_validator
 
+from ._analytics import ANALYTICS, AnalyticsConfig
+from ._backends import BACKENDS, BackendConfig, OnnxRuntimeConfig, TensorRTConfig
 from ._errors import ConfigError
-from ._manifest import format_validation_error
+from ._sinks import SINKS, SinkConfig
+from ._sources import SOURCES, SourceConfig
+from ._validation import format_validation_error
 
 __all__ = [
     "BackendConfig",
@@ -29,63 +33,45 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # "should be a finite number"
 
 
-class OnnxRuntimeConfig(_Strict):
-    """ONNX Runtime. ``providers`` in order of preference; the default follows ``device``:
-    ``cuda:N`` → TensorRT EP (when ORT has it) → CUDA EP → CPU; ``cpu`` → CPU."""
-
-    type: Literal["onnxruntime"] = "onnxruntime"
-    providers: tuple[str, ...] | None = Field(None, description="ORT execution providers, best first")
-    intra_op_threads: int | None = Field(None, ge=1, le=256, description="CPU threads per inference")
-    io_binding: bool = Field(True, description="Bind device buffers (CUDA) so nothing round-trips the host")
-    cuda_graph: bool = Field(False, description="Capture the CUDA EP run in a CUDA graph (fixed shapes)")
-    pad_batch: bool = Field(
-        True,
-        description="CUDA: run every batch at the input buffer's full size (one input shape). ONNX Runtime's "
-        "CUDA EP re-plans its convolutions whenever the input shape changes, which costs far more than the "
-        "padding rows (docs/gpu.md); the padding rows' outputs are never read",
-    )
-    fp16: bool = Field(False, description="TensorRT EP: allow FP16 kernels")
+def _source(value: object) -> str | SourceConfig:
+    """A source string stays a string (parsed when the pipeline is made); anything else is a source config."""
+    return value if isinstance(value, str) else SOURCES.coerce(value)
 
 
-class TensorRTConfig(_Strict):
-    """TensorRT (>= 10): engine built from the ONNX on first use and cached."""
-
-    type: Literal["tensorrt"] = "tensorrt"
-    precision: Literal["fp32", "fp16", "int8"] = "fp16"
-    workspace_mb: int = Field(2048, ge=64)
-    cache_dir: Path | None = Field(None, description="Engine cache (default ~/.cache/edgefleet/engines)")
-    int8_calibration_cache: Path | None = None
-    timing_cache: bool = True
-
-
-BackendConfig = Annotated[OnnxRuntimeConfig | TensorRTConfig, Field(discriminator="type")]
-
-
-class SinkConfig(_Strict):
-    type: Literal["jsonl", "video"]
-    path: Path
+SourceItem = Annotated[str | SerializeAsAny[SourceConfig], PlainValidator(_source)]
+"""A source string (``rtsp://...``, ``clip.mp4``) or a source config (``{type: network, url: ...}``)."""
 
 
 class PipelineConfig(_Strict):
     """Everything a pipeline needs. Example (YAML)::
 
     model: models/nanodet-m
-    sources: [models/media/vtest-300.mp4, "cam1=rtsp://user:pass@10.0.0.5/stream"]
+    sources: [models/media/vtest-300.mp4, "cam1=rtsp://user:pass@10.0.0.5/stream",
+              {type: network, id: cam2, url: "rtsp://10.0.0.6/stream", transport: udp}]
     device: cpu
     max_batch: 4
     sinks: [{type: jsonl, path: out.jsonl}]
+    analytics: []            # stages of the analytics kind, e.g. [{type: track}], in order
     """
 
     model: Path
-    sources: tuple[str, ...] = Field(min_length=1)
+    sources: tuple[SourceItem, ...] = Field(min_length=1, description="Source strings or {type: ...} mappings")
     device: str = Field("cpu", description="cpu, cuda:N, cuda:GPU-<uuid> or cuda:MIG-<uuid>")
-    backend: BackendConfig = Field(default_factory=OnnxRuntimeConfig)
+    backend: Annotated[SerializeAsAny[BackendConfig], BACKENDS.validator] = Field(
+        default_factory=OnnxRuntimeConfig,
+        description="The inference backend: {type: onnxruntime|tensorrt|<plugin>, ...}",
+    )
     max_batch: int = Field(1, ge=1, le=256)
     batch_timeout_ms: float = Field(10.0, ge=0, le=10_000, description="Longest wait to fill a batch")
     score_threshold: float | None = Field(None, ge=0, le=1, description="Overrides the manifest's")
     iou_threshold: float | None = Field(None, ge=0, le=1)
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
-    sinks: tuple[SinkConfig, ...] = ()
+    sinks: tuple[Annotated[SerializeAsAny[SinkConfig], SINKS.validator], ...] = Field(
+        (), description="Where results go: {type: jsonl|video|<plugin>, ...}"
+    )
+    analytics: tuple[Annotated[SerializeAsAny[AnalyticsConfig], ANALYTICS.validator], ...] = Field(
+        (), description="Analytics stages between decoding and the sinks, applied in this order"
+    )
     keep_raw: bool = Field(
         False,
         description="Attach the raw output tensors to each result (on a GPU this also turns off the GPU "

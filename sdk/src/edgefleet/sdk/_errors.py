@@ -16,12 +16,14 @@ one type. Foreign errors (ONNX Runtime, OpenCV, PyAV) are translated where they 
     │   └── BackendUnavailableError  the backend's library is not installed (names the extra)
     ├── DecoderError           a decoder is unknown or its parameters do not fit the outputs
     ├── SinkError              a sink cannot be opened or written
+    ├── AnalyticsError         an analytics stage is unknown, misconfigured, or broke its contract
     └── PipelineError          a stage failed while running (the stage's exception is the cause)
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AnalyticsError",
     "BackendError",
     "BackendUnavailableError",
     "ConfigError",
@@ -84,6 +86,10 @@ class DecoderError(EdgefleetError):
 
 class SinkError(EdgefleetError):
     """A sink cannot be opened or written."""
+
+
+class AnalyticsError(EdgefleetError):
+    """An analytics stage is unknown, its config is invalid, or it broke its contract while running."""
 
 
 class PipelineError(EdgefleetError):

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ._errors import ManifestError
 from ._names import NAME_RE as _NAME_RE
+from ._registry import PluginConfig, registry
+from ._validation import format_validation_error
 
 __all__ = [
     "FORMAT",
@@ -109,14 +111,23 @@ class OutputSpec(_Strict):
 class DecoderSpec(BaseModel):
     """Selects the decoder by ``type``; the remaining keys are that decoder's parameters.
 
-    The decoder validates its own parameters strictly when it is built (see ``edgefleet.sdk.decoders``).
+    The mapping is kept as written (the signature covers it); when this installation knows the decoder
+    (built in, an installed plugin, or registered in-process), its parameters are validated against the
+    decoder's config when the manifest is read, and :attr:`config` holds the result. A decoder it does
+    not know is checked when a pipeline builds it.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
     type: str
+    _config: PluginConfig | None = PrivateAttr(None)
 
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @property
+    def config(self) -> PluginConfig | None:
+        """The validated config of the decoder (a ``DecoderConfig``), None when it is not known here."""
+        return self._config
 
 
 class FileEntry(_Strict):
@@ -164,9 +175,6 @@ class SignatureSpec(_Strict):
     value: str = Field(description="base64 Ed25519 signature over canonical_bytes(manifest)")
 
 
-_DECODER_TASKS = {"yolo": "detection", "nanodet": "detection", "classification": "classification"}
-
-
 class Manifest(_Strict):
     """A validated ``manifest.yaml``."""
 
@@ -205,6 +213,15 @@ class Manifest(_Strict):
     def _check_model(cls, v: str) -> str:
         return _relative_file(v)
 
+    @field_validator("decoder")
+    @classmethod
+    def _check_decoder(cls, v: DecoderSpec) -> DecoderSpec:
+        """Through the decoder registry: ``decoder (yolo): reg_max: ...`` for a parameter that does not fit."""
+        decoders = registry("decoder")
+        if decoders.get(v.type) is not None:
+            v._config = decoders.coerce({**v.params(), "type": v.type})
+        return v
+
     @field_validator("files")
     @classmethod
     def _check_files(cls, v: dict[str, FileEntry]) -> dict[str, FileEntry]:
@@ -230,8 +247,8 @@ class Manifest(_Strict):
         names = [o.name for o in self.outputs]
         if len(set(names)) != len(names):
             raise ValueError("output names must be unique")
-        wants = _DECODER_TASKS.get(self.decoder.type)
-        if wants is not None and self.task != wants:  # custom decoders may serve any task
+        wants = getattr(self.decoder.config, "task", None)  # a decoder config's task: None serves any
+        if wants is not None and self.task != wants:
             raise ValueError(f"task {self.task!r} does not match decoder {self.decoder.type!r}, which does {wants}")
         return self
 
@@ -255,28 +272,6 @@ def canonical_bytes(manifest: Manifest) -> bytes:
     return json.dumps(manifest.unsigned_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
         "utf-8"
     )
-
-
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One readable message naming the file and each offending field."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{loc}: {_plain(err)}")
-    return f"{source}: " + "; ".join(parts)
-
-
-def _plain(err: Any) -> str:
-    """pydantic's message, with the phrasings that name Python internals said in a user's words."""
-    kind, ctx = err.get("type", ""), err.get("ctx") or {}
-    if kind == "path_type":
-        return "must be a path (a string)"
-    if kind in ("union_tag_not_found", "union_tag_invalid"):
-        field = str(ctx.get("discriminator", "type")).strip("'")
-        if kind == "union_tag_not_found":
-            return f"needs a {field} field"
-        return f"{field} {ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
-    return str(err["msg"])
 
 
 def parse_manifest(data: object, source: str) -> Manifest:

@@ -243,6 +243,8 @@ class PipelineStats:
     mean_batch: float
     model: str | None
     detections_by_label: dict[str, int] = field(default_factory=dict)
+    #: each analytics stage's counters (``AnalyticsStage.stats``), by stage name
+    analytics: dict[str, dict[str, float | int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

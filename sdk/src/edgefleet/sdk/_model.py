@@ -12,8 +12,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from ._backends import Backend, InputBuffer, create_backend
-from ._config import OnnxRuntimeConfig, TensorRTConfig
+from ._backends import Backend, BackendConfig, InputBuffer, OnnxRuntimeConfig, create_backend
 from ._decoders import DecodeContext, Decoder, build_decoder
 from ._errors import EdgefleetError
 from ._manifest import Manifest
@@ -87,7 +86,7 @@ def _return_freed_memory() -> None:
 
 def load_model(
     package: ModelPackage,
-    backend_config: OnnxRuntimeConfig | TensorRTConfig | None = None,
+    backend_config: BackendConfig | None = None,
     *,
     device: str = "cpu",
     max_batch: int = 1,

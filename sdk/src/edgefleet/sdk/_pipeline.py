@@ -1,9 +1,9 @@
-"""The streaming pipeline: sources → batcher+preprocess → inference → decode+sinks, on threads with
-bounded queues between them.
+"""The streaming pipeline: sources → batch + preprocess → inference → decode → analytics → sinks, on
+threads with bounded queues between them.
 
-Concurrency model: one thread per source, then three stage threads (``batch``, ``infer``, ``post``).
-``post`` decodes and delivers in formation order. (Decoding on several threads was measured on an H200
-and did not help: the decoders' numpy work is bound by the GIL; docs/gpu.md.)
+Concurrency model: one thread per source, then the stage threads: ``batch`` and ``infer`` (``_stages``),
+and ``post``, the result stage (``_delivery``), which decodes and delivers in formation order. What they
+share (the abort flag, the first failure, bounded hand-offs) is a :class:`~edgefleet.sdk._flow.Flow`.
 Every queue is bounded; every blocking wait has a timeout and checks the abort flag. The first exception
 in any thread aborts the whole pipeline and is re-raised to the caller as :class:`PipelineError` with the
 original as its cause.
@@ -18,54 +18,38 @@ import os
 import queue
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ._backends import InputBuffer
+from ._analytics import AnalyticsConfig, AnalyticsStage
+from ._analytics._runner import AnalyticsRunner
+from ._backends import BackendConfig, OnnxRuntimeConfig
 from ._batcher import Batcher
-from ._config import OnnxRuntimeConfig, PipelineConfig, SinkConfig, TensorRTConfig
-from ._decoders import Decoded
+from ._config import PipelineConfig
+from ._delivery import ResultStage, model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
-from ._frames import Frame, FrameQueue, OverflowPolicy, frame_allocator
-from ._manifest import format_validation_error
+from ._flow import END, Batch, Flow
+from ._frames import FrameQueue, OverflowPolicy, frame_allocator
 from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
-from ._model import LoadedModel, ModelLease, ModelSlot, load_model
+from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
-from ._preprocess import Transform
-from ._redact import redact
 from ._results import Result
 from ._signing import PublicKey
-from ._sinks import CallbackSink, JsonlSink, Sink, VideoSink
+from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
-from ._sources import SourceSpec, create_source, parse_source
+from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
+from ._stages import BatchStage, InferStage
 from ._swap import SwapEvent, Swapper, SwapReport
+from ._validation import format_validation_error
 
 __all__ = ["Pipeline"]
 
 _log = logging.getLogger(__name__)
-_END = object()
-_STAGES = ("queue", "preprocess", "infer", "postprocess", "sinks", "end_to_end")
-
-
-@dataclass
-class _Batch:
-    frames: list[Frame]
-    lease: ModelLease
-    buffer: InputBuffer | None
-    transforms: list[Transform]
-    formed: float
-    index: int  # formation order; results leave in this order whatever order workers finish in
-    outputs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def model(self) -> LoadedModel:
-        return self.lease.model
+_STAGES = ("queue", "preprocess", "infer", "postprocess", "analytics", "sinks", "end_to_end")
 
 
 class Pipeline:
@@ -86,13 +70,14 @@ class Pipeline:
     def __init__(
         self,
         model: str | os.PathLike[str] | ModelPackage,
-        sources: Sequence[str | SourceSpec],
+        sources: Sequence[str | SourceSpec | SourceConfig | Mapping[str, Any]],
         *,
         device: str = "cpu",
-        backend: OnnxRuntimeConfig | TensorRTConfig | None = None,
+        backend: BackendConfig | Mapping[str, Any] | None = None,
         max_batch: int = 1,
         batch_timeout_ms: float = 10.0,
-        sinks: Sequence[Sink] = (),
+        sinks: Sequence[Sink | SinkConfig | Mapping[str, Any]] = (),
+        analytics: Sequence[AnalyticsStage | AnalyticsConfig | Mapping[str, Any]] = (),
         on_result: Callable[[Result], Any] | None = None,
         score_threshold: float | None = None,
         iou_threshold: float | None = None,
@@ -101,18 +86,22 @@ class Pipeline:
         infer_workers: int | None = None,
         result_queue: int = 256,
         frame_upload: bool = False,
+        name: str = "default",
+        services: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(sources, (str, SourceSpec)) or not isinstance(sources, Sequence):
+        if isinstance(sources, (str, SourceSpec, SourceConfig, Mapping)) or not isinstance(sources, Sequence):
             raise ConfigError(f"sources must be a list of sources, got {type(sources).__name__} (wrap one in [...])")
-        if isinstance(sinks, Sink) or not isinstance(sinks, Sequence) or not all(isinstance(k, Sink) for k in sinks):
-            raise ConfigError("sinks must be a list of Sink objects (JsonlSink(path), VideoSink(path), ...)")
+        if isinstance(sinks, (Sink, Mapping, str)) or not isinstance(sinks, Sequence):
+            raise ConfigError("sinks must be a list of sinks (JsonlSink(path), {type: jsonl, path: ...}, ...)")
+        if isinstance(analytics, (AnalyticsStage, Mapping, str)) or not isinstance(analytics, Sequence):
+            raise ConfigError(f"analytics must be a list of stages or configs, got {type(analytics).__name__}")
         if not isinstance(model, (str, os.PathLike, ModelPackage)):
             raise ConfigError(f"model must be a package path or a ModelPackage, got {type(model).__name__}")
         if isinstance(result_queue, bool) or not isinstance(result_queue, int) or result_queue < 1:
             raise ConfigError(f"result_queue must be an integer >= 1 (a bounded queue), got {result_queue!r}")
         self.config = _validate_args(
             model=Path(model.root if isinstance(model, ModelPackage) else model),
-            sources=tuple(s if isinstance(s, str) else s.uri for s in sources),
+            sources=tuple((s.config or s.uri) if isinstance(s, SourceSpec) else s for s in sources),
             device=device,
             backend=backend or OnnxRuntimeConfig(),
             max_batch=max_batch,
@@ -123,13 +112,20 @@ class Pipeline:
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
+            analytics=tuple(a for a in analytics if not isinstance(a, AnalyticsStage)),
+            sinks=tuple(k for k in sinks if not isinstance(k, Sink)),
         )
+        cfg_sources = self.config.sources  # validated: mappings are source configs now
+        configs = iter(self.config.analytics)  # validated, in the order given, between the app's own stages
+        self._analytics = [a if isinstance(a, AnalyticsStage) else next(configs) for a in analytics]
         self._package_arg = model
-        self._specs = [s if isinstance(s, SourceSpec) else parse_source(s, i) for i, s in enumerate(sources)]
+        self._specs = [_spec(given, item, i) for i, (given, item) in enumerate(zip(sources, cfg_sources, strict=True))]
         ids = [s.stream_id for s in self._specs]
         if len(set(ids)) != len(ids):
             raise EdgefleetError(f"stream ids must be unique, got {ids}")
-        self._sinks: list[Sink] = list(sinks)
+        ctx = SinkContext(name, tuple(ids), dict(services or {}))
+        sink_configs = iter(self.config.sinks)  # validated, in the order given, between the app's own sinks
+        self._sinks: list[Sink] = [k if isinstance(k, Sink) else build_sink(next(sink_configs), ctx) for k in sinks]
         if on_result is not None:
             self._sinks.insert(0, CallbackSink(on_result))
         # Sinks that draw into the frame run last, after every other sink has seen it.
@@ -140,22 +136,14 @@ class Pipeline:
         self._workers = self.config.infer_workers or _default_workers(self.config)
         self._backend_cfg = _backend_for_workers(self.config, self._workers)
         cfg = self.config  # validated and coerced: "4" is 4 from here on
-        self._max_batch = cfg.max_batch
         self._batch_timeout = cfg.batch_timeout_ms / 1000.0
         self.overrides = {
             k: v
             for k, v in (("score_threshold", cfg.score_threshold), ("iou_threshold", cfg.iou_threshold))
             if v is not None
         }
-        self._max_frames = cfg.max_frames
-        self._keep_raw = cfg.keep_raw
-        self._hold_pixels = any(s.needs_pixels for s in self._sinks)
 
-        self._stop_sources = threading.Event()
-        self._abort = threading.Event()
-        self._done = threading.Event()
-        self._error: tuple[str, BaseException] | None = None
-        self._error_lock = threading.Lock()
+        self._flow = Flow()
         self._cond = threading.Condition()
         self._q_infer: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._q_post: queue.Queue[Any] = queue.Queue(maxsize=2)
@@ -165,11 +153,10 @@ class Pipeline:
         self._runners: list[SourceRunner] = []
         self._threads: list[threading.Thread] = []
         self._slot: ModelSlot | None = None
-        self._labels: Counter[str] = Counter()
-        self._batches = 0
-        self._batched_frames = 0
+        self._batch: BatchStage | None = None
+        self._post: ResultStage | None = None
         self._started: float | None = None
-        self._finished_at: float | None = None
+        self._closed_at: float | None = None
         self._state = "created"
         self._swapper = Swapper(self)
 
@@ -180,9 +167,12 @@ class Pipeline:
         *,
         on_result: Callable[[Result], Any] | None = None,
         sinks: Sequence[Sink] = (),
+        name: str = "default",
+        services: Mapping[str, Any] | None = None,
     ) -> Pipeline:
-        """Build a pipeline from a validated :class:`PipelineConfig` (for example a YAML file's)."""
-        built: list[Sink] = list(sinks) + [_sink_from_config(s, len(config.sources) > 1) for s in config.sinks]
+        """Build a pipeline from a validated :class:`PipelineConfig` (for example a YAML file's): ``sinks``
+        come before the config's; ``name`` and ``services`` are what its sinks' factories are told
+        (:class:`~edgefleet.sdk._sinks.SinkContext`)."""
         return cls(
             config.model,
             list(config.sources),
@@ -190,7 +180,8 @@ class Pipeline:
             backend=config.backend,
             max_batch=config.max_batch,
             batch_timeout_ms=config.batch_timeout_ms,
-            sinks=built,
+            sinks=[*sinks, *config.sinks],
+            analytics=list(config.analytics),
             on_result=on_result,
             score_threshold=config.score_threshold,
             iou_threshold=config.iou_threshold,
@@ -198,6 +189,8 @@ class Pipeline:
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             frame_upload=config.frame_upload,
+            name=name,
+            services=services,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -214,7 +207,7 @@ class Pipeline:
         return self._slot
 
     @property
-    def backend_config(self) -> OnnxRuntimeConfig | TensorRTConfig:
+    def backend_config(self) -> BackendConfig:
         """The backend config in effect (threads split between inference workers)."""
         return self._backend_cfg
 
@@ -227,7 +220,8 @@ class Pipeline:
         return list(self._specs)
 
     def start(self) -> Pipeline:
-        """Load the model, open the sinks and start every thread. Errors in loading raise here."""
+        """Load the model, open the analytics stages and the sinks, and start every thread. Errors in
+        loading raise here."""
         if self._state != "created":
             raise PipelineError(f"cannot start a pipeline that is {self._state}")
         # First: on cuda:N it needs the CUDA layer and the device, and says so before anything is loaded
@@ -244,16 +238,19 @@ class Pipeline:
                 package,
                 self._backend_cfg,
                 device=self._device,
-                max_batch=self._max_batch,
+                max_batch=self.config.max_batch,
                 overrides=self.overrides,
                 copies=self.copies,
                 workers=self._workers,
-                gpu_filters=not self._keep_raw,  # keep_raw: the exact output tensors, not what decoders read
+                gpu_filters=not self.config.keep_raw,  # keep_raw: the exact output tensors, not what decoders read
             )
             stack.callback(model.close)
             if self._workers > 1 and not model.backend.concurrent_infer:
                 self._workers = 1  # e.g. TensorRT: one execution context, one worker
             self._slot = ModelSlot(model)
+            analytics = AnalyticsRunner.build(self._analytics)
+            analytics.open([s.stream_id for s in self._specs], model_info(model))
+            stack.callback(analytics.close)
             for sink in self._sinks:
                 sink.stream_fps = self._stream_fps
                 sink.open()
@@ -261,7 +258,45 @@ class Pipeline:
             stack.pop_all()
         _log.info("serving %s with %s, batch %d", model.ref, model.backend.describe(), model.max_batch)
         self._started = time.monotonic()
-        hold = self._hold_pixels
+        self._start_sources(model, allocator)
+        flow, hold = self._flow, any(s.needs_pixels for s in self._sinks)
+        batcher = Batcher([r.queue for r in self._runners], self._cond, self._batch_timeout)
+        slot, swapper, metrics = self._slot, self._swapper, self._stages
+        self._batch = BatchStage(
+            flow, slot, batcher, self._q_infer, swapper, metrics, workers=self._workers, hold_pixels=hold
+        )
+        infer = InferStage(flow, self._q_infer, self._q_post, swapper, slot, self.copies, metrics["infer"])
+        self._post = ResultStage(
+            flow,
+            self._q_post,
+            workers=self._workers,
+            serving=model,
+            slot=self._slot,
+            copies=self.copies,
+            swapper=self._swapper,
+            sinks=self._sinks,
+            analytics=analytics,
+            streams=self._streams,
+            stages=self._stages,
+            results=self._results if self._yield else None,
+            keep_raw=self.config.keep_raw,
+        )
+        stages: list[tuple[str, Callable[[], None]]] = [("batch", self._batch.run)]
+        stages += [(f"infer{i}" if self._workers > 1 else "infer", infer.run) for i in range(self._workers)]
+        stages.append(("post", self._post.run))
+        for name, target in stages:
+            t = threading.Thread(target=flow.guard(name, target), name=f"edgefleet-{name}", daemon=True)
+            self._threads.append(t)
+        self._state = "running"
+        for r in self._runners:
+            r.start()
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _start_sources(self, model: LoadedModel, allocator: Any) -> None:
+        """One runner per source (not started yet), each with its frame pool."""
+        hold = any(s.needs_pixels for s in self._sinks)
         for spec in self._specs:
             metrics = StreamMetrics(spec.stream_id, spec.live)
             metrics.model_ref = model.ref
@@ -278,26 +313,13 @@ class Pipeline:
                 fq,
                 metrics,
                 self.copies,
-                self._stop_sources,
-                functools.partial(self._fail, f"source {spec.stream_id}"),
+                self._flow.stop_sources,
+                functools.partial(self._flow.fail, f"source {spec.stream_id}"),
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
-                max_frames=self._max_frames,
+                max_frames=self.config.max_frames,
             )
             self._runners.append(runner)
-        self._batcher = Batcher([r.queue for r in self._runners], self._cond, self._batch_timeout)
-        stages = [("batch", self._batch_loop)]
-        stages += [(f"infer{i}" if self._workers > 1 else "infer", self._infer_loop) for i in range(self._workers)]
-        stages.append(("post", self._post_loop))
-        for name, target in stages:
-            t = threading.Thread(target=self._guard(name, target), name=f"edgefleet-{name}", daemon=True)
-            self._threads.append(t)
-        self._state = "running"
-        for r in self._runners:
-            r.start()
-        for t in self._threads:
-            t.start()
-        return self
 
     def __enter__(self) -> Pipeline:
         return self.start() if self._state == "created" else self
@@ -307,17 +329,17 @@ class Pipeline:
 
     def stop(self) -> None:
         """Stop reading sources; frames already read are still processed and delivered."""
-        self._stop_sources.set()
+        self._flow.stop_sources.set()
 
     def abort(self) -> None:
         """Stop now, dropping frames in flight."""
-        self._stop_sources.set()
-        self._abort.set()
+        self._flow.stop_sources.set()
+        self._flow.abort.set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every result has been delivered; True if done. Re-raises a stage failure."""
-        done = self._done.wait(timeout)
-        self._raise_if_failed()
+        done = self._flow.done.wait(timeout)
+        self._flow.raise_if_failed()
         return done
 
     def run(self) -> PipelineStats:
@@ -332,11 +354,11 @@ class Pipeline:
                 for _ in self.results():
                     pass
             else:
-                while not self._done.wait(0.2):
+                while not self._flow.done.wait(0.2):
                     pass
         finally:
             self.close()
-        self._raise_if_failed()
+        self._flow.raise_if_failed()
         return self.stats()
 
     def results(self, timeout: float | None = None) -> Iterator[Result]:
@@ -347,22 +369,23 @@ class Pipeline:
             raise PipelineError("this pipeline is closed; its results were delivered or dropped at close")
         if self._state == "created":
             self.start()
+        flow = self._flow
         while True:
             try:
                 item = self._results.get(timeout=0.1)
             except queue.Empty:
-                if self._abort.is_set() and self._error is not None:
-                    self._raise_if_failed()
-                if self._done.is_set() and self._results.empty():
-                    self._raise_if_failed()
+                if flow.abort.is_set() and flow.failed:
+                    flow.raise_if_failed()
+                if flow.done.is_set() and self._results.empty():
+                    flow.raise_if_failed()
                     return
                 if timeout is not None:
                     timeout -= 0.1
                     if timeout <= 0:
                         raise TimeoutError("no result within the timeout") from None
                 continue
-            if item is _END:
-                self._raise_if_failed()
+            if item is END:
+                flow.raise_if_failed()
                 return
             yield item
 
@@ -371,15 +394,16 @@ class Pipeline:
         if self._state in ("closed", "created"):
             self._state = "closed"
             return
-        self._stop_sources.set()
-        if not self._done.wait(0.0):
+        flow = self._flow
+        flow.stop_sources.set()
+        if not flow.done.wait(0.0):
             # Nobody is consuming results: let the post thread finish by draining them.
             deadline = time.monotonic() + 10.0
-            while not self._done.is_set() and time.monotonic() < deadline:
+            while not flow.done.is_set() and time.monotonic() < deadline:
                 with contextlib.suppress(queue.Empty):
                     self._results.get(timeout=0.05)
-            if not self._done.is_set():
-                self._abort.set()
+            if not flow.done.is_set():
+                flow.abort.set()
         for r in self._runners:
             r.join(5.0)
         for t in self._threads:
@@ -392,276 +416,17 @@ class Pipeline:
                     item = q.get_nowait()
                 except queue.Empty:
                     break
-                if isinstance(item, _Batch):
-                    self._discard(item)
+                if isinstance(item, Batch):
+                    item.discard()
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
         self._state = "closed"
-        self._finished_at = self._finished_at or time.monotonic()
-
-    # --- failure handling --------------------------------------------------------------------------
-    def _fail(self, stage: str, exc: BaseException) -> None:
-        with self._error_lock:
-            if self._error is None:
-                self._error = (stage, exc)
-                _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
-        self._stop_sources.set()
-        self._abort.set()
-        self._done.set()
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            stage, exc = self._error
-            msg = redact(str(exc)) or type(exc).__name__
-            raise PipelineError(f"{stage}: {msg}", stage=stage) from exc
+        self._closed_at = self._closed_at or time.monotonic()
 
     @property
     def error(self) -> BaseException | None:
-        return self._error[1] if self._error else None
-
-    def _guard(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:
-                self._fail(name, exc)
-
-        return run
-
-    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
-        while not self._abort.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _get(self, q: queue.Queue[Any]) -> Any:
-        while not self._abort.is_set():
-            try:
-                return q.get(timeout=0.1)
-            except queue.Empty:
-                continue
-        return _END
-
-    # --- stages ------------------------------------------------------------------------------------
-    def _batch_loop(self) -> None:
-        slot = self.slot
-        try:
-            while True:
-                # Lease first: the batch is bound to the model serving now, and its size limit with it.
-                lease = slot.lease()
-                frames = self._batcher.next_batch(lease.model.max_batch, self._abort)
-                if frames is None:
-                    lease.release()
-                    return
-                batch = self._form(frames, lease)
-                if batch is None:
-                    return
-                if not self._put(self._q_infer, batch):
-                    self._discard(batch)
-                    return
-        finally:
-            for _ in range(self._workers):
-                self._put(self._q_infer, _END)
-
-    def _form(self, frames: list[Frame], lease: ModelLease) -> _Batch | None:
-        model = lease.model
-        buffer = None
-        while buffer is None:
-            if self._abort.is_set():
-                lease.release()
-                for f in frames:
-                    f.release()
-                return None
-            buffer = model.acquire_buffer(0.1)
-        formed = time.monotonic()
-        batch = _Batch(frames, lease, buffer, [], formed, self._batches)
-        queue_stage = self._stages["queue"]
-        for f in frames:
-            queue_stage.record(formed - f.captured)
-            if self._swapper.sampling:
-                self._swapper.offer_sample(f.image)
-        t0 = time.perf_counter()
-        try:
-            for i, f in enumerate(frames):
-                batch.transforms.append(model.preprocess(f.image, buffer, i))
-            model.preprocess.finish(buffer, len(frames))
-        except BaseException:
-            self._discard(batch)
-            raise
-        self._stages["preprocess"].record(time.perf_counter() - t0, len(frames))
-        if not (self._hold_pixels or self._swapper.holding_pixels()):
-            for f in frames:
-                f.release()  # pixels are in the input buffer now; the slot can take the next frame
-        self._batches += 1
-        self._batched_frames += len(frames)
-        return batch
-
-    def _discard(self, batch: _Batch) -> None:
-        for f in batch.frames:
-            f.release()
-        if batch.buffer is not None:
-            batch.model.release_buffer(batch.buffer)
-            batch.buffer = None
-        batch.lease.release()
-
-    def _infer_loop(self) -> None:
-        try:
-            while True:
-                batch = self._get(self._q_infer)
-                if batch is _END:
-                    return
-                t0 = time.perf_counter()
-                failure: str | None = "rolled back" if self._swapper.rejected(batch.model) else None
-                try:
-                    if failure is None:
-                        batch.outputs = batch.model.backend.infer(batch.buffer, len(batch.frames))
-                except Exception as exc:
-                    if not self._swapper.watching(batch.model):
-                        self._discard(batch)
-                        raise
-                    failure = self._swapper.fail(batch.model, f"inference failed: {exc}")
-                finally:
-                    if batch.buffer is not None:
-                        batch.model.release_buffer(batch.buffer)
-                        batch.buffer = None
-                elapsed = time.perf_counter() - t0
-                if failure is None and self._swapper.watching(batch.model):
-                    failure = self._swapper.check_batch(batch.model, batch.outputs, elapsed * 1000.0)
-                if failure is not None and not self._reprocess(batch):
-                    self._discard(batch)
-                    return
-                self._stages["infer"].record(elapsed, len(batch.frames))
-                if not self._put(self._q_post, batch):
-                    self._discard(batch)
-                    return
-        finally:
-            self._put(self._q_post, _END)
-
-    def _decode(self, batch: _Batch) -> list[Decoded] | None:
-        """Decode the batch (post thread). A model in its health window whose decoder fails is rolled
-        back like one whose inference fails, and the batch re-run with the version serving then.
-        None: the pipeline is aborting."""
-        t0 = time.perf_counter()
-        try:
-            decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
-        except Exception as exc:
-            if not self._swapper.watching(batch.model):
-                self._fail("decode", exc)  # reported as the decode stage, with the decoder's error
-                return None
-            self._swapper.fail(batch.model, f"decoding failed: {exc}")
-            if not self._reprocess(batch):
-                return None
-            decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
-        self._stages["postprocess"].record(time.perf_counter() - t0, len(batch.frames))
-        return decoded
-
-    def _reprocess(self, batch: _Batch) -> bool:
-        """Re-run a batch the new model failed on with the version now serving (after the rollback),
-        so its frames still get exactly one result each. Runs on an inference worker, or on the post
-        thread when the new model's decoder failed."""
-        from ._preprocess import make_preprocessor
-
-        lease = self.slot.lease()
-        model = lease.model
-        buffer = None
-        while buffer is None:
-            if self._abort.is_set():
-                lease.release()
-                return False
-            buffer = model.acquire_buffer(0.1)
-        try:
-            # A private preprocessor: the batch thread is using the serving model's own at the same time.
-            pre = make_preprocessor(model.package.manifest.input, buffer.device, self.copies)
-            batch.transforms = [pre(f.image, buffer, i) for i, f in enumerate(batch.frames)]
-            pre.finish(buffer, len(batch.frames))
-            batch.outputs = model.backend.infer(buffer, len(batch.frames))
-        finally:
-            model.release_buffer(buffer)
-        batch.lease.release()
-        batch.lease = lease
-        return True
-
-    def _post_loop(self) -> None:
-        pending: dict[int, _Batch] = {}  # batches that finished before an earlier one
-        next_index = 0
-        ends = 0
-        failure: BaseException | None = None
-        try:
-            while ends < self._workers:
-                batch = self._get(self._q_post)
-                if batch is _END:
-                    if self._abort.is_set():
-                        return
-                    ends += 1
-                    continue
-                pending[batch.index] = batch
-                while next_index in pending:
-                    ready = pending.pop(next_index)
-                    next_index += 1
-                    try:
-                        self._deliver(ready)
-                    finally:
-                        self._discard(ready)
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            for batch in pending.values():
-                self._discard(batch)
-            self._finished_at = time.monotonic()
-            for sink in self._sinks:
-                try:
-                    sink.close()
-                except Exception as exc:
-                    if failure is None:  # else the error that stopped delivery is the one to report
-                        self._fail("sink close", exc)
-                    else:
-                        _log.debug("closing a sink after %r: %s", failure, exc)
-            if self._yield and not self._abort.is_set():
-                self._put(self._results, _END)
-            self._done.set()
-
-    def _deliver(self, batch: _Batch) -> None:
-        decoded = self._decode(batch)
-        if decoded is None:
-            return
-        model = batch.model
-        t1 = time.perf_counter()
-        for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True)):
-            now = time.monotonic()
-            latency = (now - frame.captured) * 1000.0
-            raw = d.raw
-            if self._keep_raw and raw is None:
-                raw = {k: v[i] for k, v in batch.outputs.items()}
-            result = Result(
-                frame.stream_id,
-                frame.sequence,
-                frame.timestamp,
-                model.name,
-                model.version,
-                frame.width,
-                frame.height,
-                latency,
-                d.detections,
-                d.classifications,
-                raw,
-            )
-            for det in d.detections:
-                self._labels[det.label] += 1
-            for sink in self._sinks:
-                sink.write(result, frame)
-            stream = self._streams[frame.stream_id]
-            stream.results.add()
-            stream.latency.add(latency)
-            stream.model_ref = model.ref
-            self._stages["end_to_end"].record(now - frame.captured)
-            if self._yield and not self._put(self._results, result):
-                return
-        self._stages["sinks"].record(time.perf_counter() - t1, len(batch.frames))
+        return self._flow.error
 
     # --- hot swap ----------------------------------------------------------------------------------
     def swap_model(
@@ -715,8 +480,11 @@ class Pipeline:
 
     # --- observation -------------------------------------------------------------------------------
     def stats(self) -> PipelineStats:
-        """A snapshot of throughput, latency percentiles per stage and stream, drops and copies."""
-        now = self._finished_at if self._done.is_set() and self._finished_at else time.monotonic()
+        """A snapshot of throughput, latency percentiles per stage and stream, drops, copies and the
+        analytics stages' counters."""
+        post, batch = self._post, self._batch
+        finished = (post.finished_at if post is not None else None) or self._closed_at
+        now = finished if self._flow.done.is_set() and finished else time.monotonic()
         elapsed = (now - self._started) if self._started else 0.0
         streams = {sid: m.snapshot() for sid, m in self._streams.items()}
         results = sum(s.results for s in streams.values())
@@ -730,6 +498,7 @@ class Pipeline:
         queues |= {f"pool:{r.source.stream_id}": (r.pool.leases if r.pool else 0) for r in self._runners}
         copies = self.copies.snapshot()
         model = self._slot.current.ref if self._slot is not None else None
+        batches = batch.batches if batch is not None else 0
         return PipelineStats(
             elapsed_s=elapsed,
             frames_in=frames_in,
@@ -741,10 +510,11 @@ class Pipeline:
             queues=queues,
             copies=copies,
             copies_per_frame=(sum(copies["counts"].values()) / frames_in) if frames_in else 0.0,
-            batches=self._batches,
-            mean_batch=(self._batched_frames / self._batches) if self._batches else 0.0,
+            batches=batches,
+            mean_batch=(batch.frames / batches) if batch is not None and batches else 0.0,
             model=model,
-            detections_by_label=dict(self._labels.most_common()),
+            detections_by_label=dict(post.labels.most_common()) if post is not None else {},
+            analytics=post.analytics.stats() if post is not None else {},
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:
@@ -768,7 +538,7 @@ def _default_workers(config: PipelineConfig) -> int:
     return 2 if cores >= 2 else 1
 
 
-def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeConfig | TensorRTConfig:
+def _backend_for_workers(config: PipelineConfig, workers: int) -> BackendConfig:
     """With several CPU workers, split the cores between them unless the user set the threads (on a GPU
     each worker has its own session whose CPU threads only run shape glue)."""
     backend = config.backend
@@ -779,14 +549,14 @@ def _backend_for_workers(config: PipelineConfig, workers: int) -> OnnxRuntimeCon
     return backend
 
 
+def _spec(given: object, validated: str | SourceConfig, index: int) -> SourceSpec:
+    if isinstance(given, SourceSpec):
+        return given
+    return SOURCES.spec(validated, index) if isinstance(validated, SourceConfig) else parse_source(validated, index)
+
+
 def _validate_args(**kwargs: Any) -> PipelineConfig:
     try:
         return PipelineConfig(**kwargs)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "pipeline")) from None
-
-
-def _sink_from_config(cfg: SinkConfig, multi_stream: bool) -> Sink:
-    if cfg.type == "jsonl":
-        return JsonlSink(cfg.path)
-    return VideoSink(cfg.path, multi_stream=multi_stream)

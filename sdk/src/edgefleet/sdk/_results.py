@@ -2,30 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Classification", "Detection", "Result"]
+__all__ = ["AnalyticsEvent", "Classification", "Detection", "EndedTrack", "RegionCounts", "Result"]
 
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class."""
+    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class.
+
+    With a ``track`` analytics stage in the pipeline, ``track_id`` is the object's id within its stream
+    (1, 2, ... never reused; None while the object is only a candidate or not tracked), ``track_age`` the
+    frames since the track's first detection (0 on that frame) and ``track_state`` one of ``"new"`` (the
+    frame the track got its id), ``"tracked"``, ``"tentative"`` (a candidate without an id yet) or ``""``
+    (not tracked: no track stage, a class the tracker skips, or a low score that matched no track).
+    """
 
     box: tuple[float, float, float, float]
     score: float
     class_id: int
     label: str
+    track_id: int | None = None
+    track_age: int = 0
+    track_state: str = ""
+
+    def with_track(self, track_id: int | None, age: int, state: str) -> Detection:
+        """This detection with its track fields set (every other field kept)."""
+        return Detection(self.box, self.score, self.class_id, self.label, track_id, age, state)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "box": [round(v, 2) for v in self.box],
             "score": round(self.score, 4),
             "class_id": self.class_id,
             "label": self.label,
         }
+        if self.track_state:
+            out["track_state"] = self.track_state
+            if self.track_id is not None:
+                out["track_id"] = self.track_id
+                out["track_age"] = self.track_age
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +62,113 @@ class Classification:
 
 
 @dataclass(frozen=True, slots=True)
+class EndedTrack:
+    """A track that ended on this frame.
+
+    ``reason``: ``"lost"`` (no detection matched it for ``max_lost_frames``) or ``"class_gone"`` (a hot
+    swap to a model without its label). ``first_sequence``/``last_sequence`` and ``first_seen``/``last_seen``
+    (capture times, Unix seconds) are those of its first and last matched detection; ``hits`` counts the
+    frames it was matched on.
+    """
+
+    track_id: int
+    label: str
+    class_id: int
+    reason: str
+    first_sequence: int
+    last_sequence: int
+    first_seen: float
+    last_seen: float
+    hits: int
+    box: tuple[float, float, float, float]
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.last_seen - self.first_seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "track_id": self.track_id,
+            "label": self.label,
+            "class_id": self.class_id,
+            "reason": self.reason,
+            "first_seq": self.first_sequence,
+            "last_seq": self.last_sequence,
+            "duration_s": round(self.duration_s, 3),
+            "hits": self.hits,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticsEvent:
+    """Something a tracked object did on this frame, in a zone or at a line.
+
+    ``kind``: ``"enter"`` / ``"leave"`` (a zone; ``dwell_s`` on leave is the time it spent inside),
+    ``"dwell"`` (it has been inside a zone for the zone's ``dwell_s``, once per visit) or ``"cross"`` (a
+    line, ``direction`` ``"in"`` or ``"out"``). ``region`` names the zone or line.
+    """
+
+    kind: str
+    region: str
+    track_id: int
+    label: str
+    class_id: int
+    box: tuple[float, float, float, float]
+    direction: str = ""
+    dwell_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "region": self.region,
+            "track_id": self.track_id,
+            "label": self.label,
+        }
+        if self.direction:
+            out["direction"] = self.direction
+        if self.kind in ("leave", "dwell"):
+            out["dwell_s"] = round(self.dwell_s, 3)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RegionCounts:
+    """A zone's or a line's counts on one stream as of this frame, by class label.
+
+    ``kind`` is ``"zone"`` or ``"line"``; ``points`` its shape in source pixels. Zones: ``inside`` holds the
+    tracked objects inside now, ``in_total``/``out_total`` the entries and exits since the stream started.
+    Lines: ``in_total``/``out_total`` the crossings in each direction. ``in_window``/``out_window`` count
+    the same over the last ``window_s`` seconds.
+    """
+
+    name: str
+    kind: str
+    points: tuple[tuple[float, float], ...]
+    inside: Mapping[str, int]
+    in_total: Mapping[str, int]
+    out_total: Mapping[str, int]
+    in_window: Mapping[str, int]
+    out_window: Mapping[str, int]
+    window_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        if self.kind == "zone":
+            out["inside"] = dict(self.inside)
+        out["in"] = dict(self.in_total)
+        out["out"] = dict(self.out_total)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Result:
     """Everything the pipeline produced for one frame.
 
     ``model`` and ``model_version`` name the exact model version that processed the frame (they change
     at a hot swap). ``timestamp`` is the capture time in seconds since the epoch; ``latency_ms`` is the
-    time from capture to this result.
+    time from capture to this result. Analytics stages fill ``ended_tracks`` (tracks that ended on this
+    frame), ``events`` (zone and line events of this frame) and ``regions`` (every zone's and line's
+    counts on this stream as of this frame).
     """
 
     stream_id: str
@@ -60,6 +182,9 @@ class Result:
     detections: tuple[Detection, ...] = ()
     classifications: tuple[Classification, ...] = ()
     raw: dict[str, np.ndarray] | None = field(default=None, compare=False)
+    ended_tracks: tuple[EndedTrack, ...] = ()
+    events: tuple[AnalyticsEvent, ...] = ()
+    regions: tuple[RegionCounts, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the JSONL sink writes exactly this)."""
@@ -77,4 +202,10 @@ class Result:
             out["detections"] = [d.to_dict() for d in self.detections]
         if self.classifications:
             out["classifications"] = [c.to_dict() for c in self.classifications]
+        if self.ended_tracks:
+            out["ended_tracks"] = [t.to_dict() for t in self.ended_tracks]
+        if self.events:
+            out["events"] = [e.to_dict() for e in self.events]
+        if self.regions:
+            out["regions"] = [r.to_dict() for r in self.regions]
         return out

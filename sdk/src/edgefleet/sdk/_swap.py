@@ -20,21 +20,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from ._backends import BackendConfig
+from ._config import PipelineConfig
 from ._errors import ConfigError, EdgefleetError, ModelPackageError
-from ._metrics import LatencyWindow
-from ._model import LoadedModel, load_model
+from ._metrics import CopyCounter, LatencyWindow
+from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._signing import PublicKey
 from ._sparse import all_finite
 
-if TYPE_CHECKING:
-    from ._pipeline import Pipeline
-
-__all__ = ["SwapEvent", "SwapReport", "Swapper"]
+__all__ = ["SwapEvent", "SwapHost", "SwapReport", "Swapper"]
 
 _log = logging.getLogger(__name__)
 
@@ -81,10 +80,32 @@ class _Health:
         self.failed: str | None = None
 
 
+class SwapHost(Protocol):
+    """What a swap needs of the pipeline it swaps in: how its models are loaded, and where they serve."""
+
+    @property
+    def config(self) -> PipelineConfig: ...
+
+    @property
+    def backend_config(self) -> BackendConfig: ...
+
+    @property
+    def infer_workers(self) -> int: ...
+
+    @property
+    def slot(self) -> ModelSlot: ...
+
+    @property
+    def overrides(self) -> dict[str, float]: ...
+
+    @property
+    def copies(self) -> CopyCounter: ...
+
+
 class Swapper:
     """Runs swaps and rollbacks for one pipeline; one at a time."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: SwapHost) -> None:
         self.p = pipeline
         self._lock = threading.Lock()  # one swap/rollback at a time
         self._state = threading.Lock()  # guards _health and samples

@@ -10,9 +10,12 @@ from typing import Any
 
 from ._broker import BrokerAddress
 from ._errors import TelemetryIngestError
+from ._summary import analytics_summary
 from ._validate import Parsed, Rejected
 
 __all__ = ["print_live", "print_summary", "summary_line"]
+
+_EVENTS_READ = 5000  # events of the window read to count the analytics ones (the newest)
 
 
 def _ts(epoch: float | None) -> str:
@@ -43,6 +46,10 @@ def summary_line(p: Parsed) -> str:
         if m.spool.pending or m.spool.dropped:
             parts.append(f"spool {m.spool.pending} pending, {m.spool.dropped} dropped")
         return "; ".join(parts)
+    return _event_line(m)
+
+
+def _event_line(m: Any) -> str:
     kind = m.WhichOneof("kind")
     if kind == "detections":
         d = m.detections
@@ -51,11 +58,22 @@ def summary_line(p: Parsed) -> str:
     if kind == "swap":
         sw = m.swap
         return f"swap {sw.pipeline} {sw.from_version} -> {sw.to_version}: {sw.Phase.Name(sw.phase)} {sw.reason}"
+    if kind == "analytics":
+        return _analytics_line(m.analytics)
     if kind == "engine_build":
         eb = m.engine_build
         done = " done" if eb.done else ""
         return f"engine build {eb.model_version} [{eb.target}] {eb.progress:.0%}{done} {eb.error}"
     return f"error {m.error.component}: {m.error.message}"
+
+
+def _analytics_line(a: Any) -> str:
+    what = a.Kind.Name(a.kind).removeprefix("KIND_").lower()
+    extra = f" {a.direction}" if a.direction else ""
+    extra += f" after {a.dwell_s:.1f} s" if a.dwell_s else ""
+    extra += f" ({a.reason})" if a.reason else ""
+    where = f" {a.region}" if a.region else ""
+    return f"{what}{where}: {a.stream_id} {a.label} #{a.track_id}{extra} [{a.model_version}]"
 
 
 def print_live(
@@ -116,7 +134,9 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         health = store.health(device, window)
         state = store.device(device)
         latest = store.recent(device, window, kind="telemetry", limit=1)
-        events = store.recent(device, window, kind="events", limit=10)
+        oldest = store.recent(device, window, kind="telemetry", limit=1, first=True)
+        window_events = store.recent(device, window, kind="events", limit=_EVENTS_READ)
+        events = window_events[-10:]
     except SQLAlchemyError as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
         raise TelemetryIngestError(
@@ -126,6 +146,12 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         engine.dispose()
     if state is None:
         raise TelemetryIngestError(f"no telemetry from device {device!r} in this database")
+    analytics = analytics_summary(
+        latest[-1]["message"] if latest else None,
+        oldest[0]["message"] if oldest else None,
+        (e["message"] for e in window_events),
+    )
+    analytics["events_read"] = len(window_events)
     if json_out:
         out: dict[str, Any] = {
             "device": device,
@@ -134,6 +160,7 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
             "models": state.models,
             "latest": latest[-1]["message"] if latest else None,
             "events": [e["message"] for e in events],
+            "analytics": analytics,
         }
         print(json.dumps(out, indent=2))
         return
@@ -154,6 +181,52 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
         ev.add_column("event")
         for e in events:
             msg = e["message"]
-            kind = next((k for k in ("detections", "swap", "engineBuild", "error") if k in msg), "?")
+            kind = next((k for k in ("detections", "swap", "engineBuild", "error", "analytics") if k in msg), "?")
             ev.add_row(str(e["seq"]), f"{kind}: {json.dumps(msg.get(kind))[:100]}")
         console.print(ev)
+    _print_analytics(console, analytics, window)
+
+
+def _print_analytics(console: Any, analytics: dict[str, Any], window: timedelta) -> None:
+    from rich.table import Table
+
+    if analytics["regions"]:
+        t = Table(title=f"zones and lines (in / out: over the last {window}; total: since the stream started)")
+        for col in ("pipeline", "stream", "zone / line", "class", "inside", "in", "out", "in total", "out total"):
+            t.add_column(col, justify="right" if col in ("inside", "in", "out", "in total", "out total") else "left")
+        for r in analytics["regions"]:
+            zone = r["kind"] == "zone"
+            t.add_row(
+                r["pipeline"],
+                r["stream"],
+                f"{r['name']} ({r['kind']})",
+                r["label"],
+                str(r["inside"]) if zone else "",
+                str(r["in_since"]),
+                str(r["out_since"]),
+                str(r["in_total"]),
+                str(r["out_total"]),
+            )
+        console.print(t)
+    if analytics["stages"]:
+        st = Table(title="analytics stages (latest)")
+        for col in ("pipeline", "stage", "counters"):
+            st.add_column(col)
+        for s in analytics["stages"]:
+            values = ", ".join(f"{k} {v:g}" for k, v in sorted(s["values"].items()))
+            st.add_row(s["pipeline"], s["stage"], values)
+        console.print(st)
+    if analytics["events"]:
+        ev = Table(title=f"analytics events over the last {window}")
+        for col in ("stream", "event", "zone / line", "count"):
+            ev.add_column(col, justify="right" if col == "count" else "left")
+        for e in analytics["events"]:
+            ev.add_row(e["stream"], e["kind"], e["region"] or "-", str(e["events"]))
+        console.print(ev)
+        note = []
+        if analytics["events_suppressed"]:
+            note.append(f"{analytics['events_suppressed']} more rate-limited on the device")
+        if analytics["events_read"] >= _EVENTS_READ:
+            note.append(f"counted over the newest {_EVENTS_READ} events of the window")
+        if note:
+            console.print("[dim]" + "; ".join(note) + "[/]")

@@ -203,19 +203,28 @@ class TelemetryStore:
         ]
 
     def recent(
-        self, device_id: str, since: float | datetime | timedelta, kind: str | None = None, limit: int = 1000
+        self,
+        device_id: str,
+        since: float | datetime | timedelta,
+        kind: str | None = None,
+        limit: int = 1000,
+        *,
+        first: bool = False,
     ) -> list[dict[str, Any]]:
         """Stored messages (decoded JSON; binary payloads rendered in protobuf's JSON mapping) since ``since``,
-        oldest first."""
+        oldest first: the newest ``limit`` of them, or with ``first`` the oldest ``limit``."""
         t0 = since_epoch(since)
         q = select(messages.c.seq, messages.c.kind, messages.c.payload, messages.c.payload_pb).where(
             and_(messages.c.device_id == device_id, messages.c.ts >= t0)
         )
         if kind is not None:
             q = q.where(messages.c.kind == kind)
+        order = messages.c.seq.asc() if first else messages.c.seq.desc()
         with self.engine.connect() as conn:
-            rows = conn.execute(q.order_by(messages.c.seq.desc()).limit(limit)).all()
-        return [{"seq": int(r[0]), "kind": r[1], "message": _decode(r[1], r[2], r[3])} for r in reversed(rows)]
+            rows = list(conn.execute(q.order_by(order).limit(limit)).all())
+        if not first:
+            rows.reverse()
+        return [{"seq": int(r[0]), "kind": r[1], "message": _decode(r[1], r[2], r[3])} for r in rows]
 
     def sequences(self, device_id: str, kind: str | None = None) -> list[int]:
         """Stored sequence numbers of a device in arrival-independent order (tests, audits)."""

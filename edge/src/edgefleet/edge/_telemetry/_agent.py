@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 from edgefleet.sdk import PipelineStats, Result
 
+from ._analytics import AnalyticsFeed
+from ._bucket import TokenBucket
 from ._config import TelemetryConfig
 from ._messages import Encoding, Identity, ModelInUse
 from ._prometheus import MetricsServer, TelemetryCollector
@@ -25,28 +26,6 @@ __all__ = ["SwapPhase", "TelemetryAgent", "TokenBucket"]
 _log = logging.getLogger(__name__)
 
 SwapPhase = pb.Event.Swap.Phase
-
-
-class TokenBucket:
-    """``rate`` tokens per second, at most ``burst`` saved. Thread-safe; never blocks."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rate = rate
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._clock = clock
-        self._last = clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
-            self._last = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return True
-            return False
 
 
 class TelemetryAgent:
@@ -78,6 +57,7 @@ class TelemetryAgent:
         self._gpu_choice = gpu_source
         self._bucket = TokenBucket(config.events.max_per_s, config.events.burst)
         self._suppressed = 0
+        self.analytics = AnalyticsFeed(config.events.analytics, config.region_labels)
         self._latest: pb.Telemetry | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,6 +77,7 @@ class TelemetryAgent:
         with self._lock:
             self._pipelines.pop(name, None)
             self._models.pop(name, None)
+        self.analytics.forget(name)
 
     def models(self) -> list[ModelInUse]:
         with self._lock:
@@ -182,7 +163,9 @@ class TelemetryAgent:
             except Exception:
                 _log.warning("stats of pipeline %s failed", name, exc_info=True)
                 continue
-            msg.pipelines.append(pipeline_message(name, stats))
+            p_msg = pipeline_message(name, stats)
+            p_msg.regions.extend(self.analytics.regions(name))
+            msg.pipelines.append(p_msg)
             if stats.model:
                 with self._lock:
                     self._models[name] = stats.model
@@ -234,6 +217,20 @@ class TelemetryAgent:
                 box=pb.Event.Box(x1=x1, y1=y1, x2=x2, y2=y2),
             )
         return self._publisher().publish("events", msg, Priority.BULK)
+
+    def analytics_events(self, pipeline: str, result: Result) -> list[int]:
+        """Offer one frame's analytics (its zone and line counts are kept for the periodic message; its
+        zone, line and, if configured, track events are published within the stream's rate limit).
+        Returns the sequences of the events published."""
+        return [
+            self._publisher().publish("events", m, Priority.ROUTINE) for m in self.analytics.events(pipeline, result)
+        ]
+
+    def on_result(self, pipeline: str, result: Result) -> None:
+        """Everything the telemetry takes from one result: detection and analytics events, counts."""
+        self.detections(pipeline, result)
+        if result.regions or result.events or result.ended_tracks:
+            self.analytics_events(pipeline, result)
 
     def swap(
         self,
@@ -306,4 +303,5 @@ class TelemetryAgent:
             "acked_total": float(s.acked),
             "rejected_total": float(s.rejected),
             "suppressed_events": float(self._suppressed),
+            "suppressed_analytics_events_total": float(self.analytics.suppressed_total),
         }

@@ -9,11 +9,30 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ._broker import BrokerAddress, parse_broker_url
 
-__all__ = ["EventsConfig", "TelemetryConfig", "agent_section"]
+__all__ = ["AnalyticsEventsConfig", "EventsConfig", "TelemetryConfig", "agent_section"]
+
+
+EventKind = Literal["enter", "leave", "dwell", "cross", "track_end"]
+_DEFAULT_KINDS: tuple[EventKind, ...] = ("enter", "leave", "dwell", "cross")
+
+
+class AnalyticsEventsConfig(BaseModel):
+    """Zone, line and track events of the pipelines' analytics stages, rate-limited per stream."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="publish analytics events at all")
+    kinds: list[EventKind] = Field(
+        default_factory=lambda: list(_DEFAULT_KINDS),
+        description="which: zone enter/leave/dwell, line cross, track_end (one per ended track)",
+    )
+    max_per_s: float = Field(5.0, gt=0, description="events per second per stream, sustained (token bucket)")
+    burst: int = Field(20, ge=1, description="events per stream allowed back to back")
 
 
 class EventsConfig(BaseModel):
-    """Which detection events are sent and how many. Swap, engine-build and error events are not limited."""
+    """Which detection and analytics events are sent and how many. Swap, engine-build and error events are
+    not limited."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -23,6 +42,7 @@ class EventsConfig(BaseModel):
     min_score: float = Field(0.0, ge=0, le=1, description="drop detections scoring below this")
     labels: list[str] | None = Field(None, description="only these labels (None: all)")
     max_detections: int = Field(100, ge=1, description="detections kept per event (highest scores)")
+    analytics: AnalyticsEventsConfig = Field(default_factory=AnalyticsEventsConfig)
 
 
 class TelemetryConfig(BaseModel):
@@ -47,6 +67,12 @@ class TelemetryConfig(BaseModel):
     spool_max_entries: int = Field(100_000, ge=10)
     spool_max_bytes: int = Field(256 * 2**20, ge=4096)
     events: EventsConfig = Field(default_factory=EventsConfig)
+    region_labels: int = Field(
+        16,
+        ge=1,
+        le=1000,
+        description="class labels per zone or line in telemetry and /metrics; later ones sum as 'other'",
+    )
     gpu: Literal["auto", "nvml", "tegrastats", "none"] = "auto"
     prometheus_port: int | None = Field(None, ge=0, le=65535, description="serve /metrics here (0: any port)")
     prometheus_addr: str = "127.0.0.1"

@@ -32,6 +32,7 @@ class TelemetryCollector(Collector):
         if msg is None:
             return
         yield from _pipeline_metrics(msg)
+        yield from _analytics_metrics(msg)
         yield from _system_metrics(msg.system)
 
     def _publisher_metrics(self) -> Iterator[Any]:
@@ -88,6 +89,38 @@ def _pipeline_metrics(msg: pb.Telemetry) -> Iterator[Any]:
             for name, value in values.items():
                 counters[name].add_metric([p.name, s.stream_id], value)
     yield from (fps, model, queue, copies, stage_lat, s_fps, s_lat, *counters.values())
+
+
+def _analytics_metrics(msg: pb.Telemetry) -> Iterator[Any]:
+    """Zones' and lines' counts by class (labels per region bounded by the agent: ``region_labels``) and
+    the analytics stages' counters."""
+    where = ["pipeline", "stream", "zone", "class"]
+    inside = GaugeMetricFamily("edgefleet_zone_objects", "tracked objects inside a zone now", labels=where)
+    moves = CounterMetricFamily(
+        "edgefleet_zone_transitions", "objects entering (in) and leaving (out) a zone", labels=[*where, "direction"]
+    )
+    lines = CounterMetricFamily(
+        "edgefleet_line_crossings",
+        "objects crossing a line, by direction",
+        labels=["pipeline", "stream", "line", "class", "direction"],
+    )
+    stages = GaugeMetricFamily(
+        "edgefleet_analytics_value", "an analytics stage's counter", labels=["pipeline", "stage", "name"]
+    )
+    for p in msg.pipelines:
+        for r in p.regions:
+            key = [p.name, r.stream_id, r.name, r.label]
+            if r.kind == "zone":
+                inside.add_metric(key, r.inside)
+                moves.add_metric([*key, "in"], r.in_total)
+                moves.add_metric([*key, "out"], r.out_total)
+            else:
+                lines.add_metric([*key, "in"], r.in_total)
+                lines.add_metric([*key, "out"], r.out_total)
+        for st in p.analytics:
+            for name, value in sorted(st.values.items()):
+                stages.add_metric([p.name, st.stage, name], value)
+    yield from (inside, moves, lines, stages)
 
 
 def _system_metrics(sys_msg: pb.Telemetry.System) -> Iterator[Any]:

@@ -67,4 +67,6 @@ def pipeline_message(name: str, stats: PipelineStats) -> pb.Telemetry.Pipeline:
             worst = (st.latency_p50_ms, st.latency_p95_ms, st.latency_p99_ms)
     msg.errors = errors
     _latency(msg.latency, *worst)
+    for stage_name, values in stats.analytics.items():
+        msg.analytics.add(stage=stage_name, values={k: float(v) for k, v in values.items()})
     return msg

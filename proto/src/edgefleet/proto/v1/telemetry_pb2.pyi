@@ -130,8 +130,45 @@ class Telemetry(_message.Message):
         recent_error: str
         recent_error_at: _timestamp_pb2.Timestamp
         def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    class Region(_message.Message):
+        __slots__ = ("stream_id", "name", "kind", "label", "inside", "in_total", "out_total", "in_window", "out_window", "window_s")
+        STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        LABEL_FIELD_NUMBER: _ClassVar[int]
+        INSIDE_FIELD_NUMBER: _ClassVar[int]
+        IN_TOTAL_FIELD_NUMBER: _ClassVar[int]
+        OUT_TOTAL_FIELD_NUMBER: _ClassVar[int]
+        IN_WINDOW_FIELD_NUMBER: _ClassVar[int]
+        OUT_WINDOW_FIELD_NUMBER: _ClassVar[int]
+        WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+        stream_id: str
+        name: str
+        kind: str
+        label: str
+        inside: int
+        in_total: int
+        out_total: int
+        in_window: int
+        out_window: int
+        window_s: float
+        def __init__(self, stream_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., label: _Optional[str] = ..., inside: _Optional[int] = ..., in_total: _Optional[int] = ..., out_total: _Optional[int] = ..., in_window: _Optional[int] = ..., out_window: _Optional[int] = ..., window_s: _Optional[float] = ...) -> None: ...
+    class AnalyticsStage(_message.Message):
+        __slots__ = ("stage", "values")
+        class ValuesEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: str
+            value: float
+            def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+        STAGE_FIELD_NUMBER: _ClassVar[int]
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        stage: str
+        values: _containers.ScalarMap[str, float]
+        def __init__(self, stage: _Optional[str] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
     class Pipeline(_message.Message):
-        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency")
+        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency", "regions", "analytics")
         class QueueDepthsEntry(_message.Message):
             __slots__ = ("key", "value")
             KEY_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +199,8 @@ class Telemetry(_message.Message):
         STREAMS_FIELD_NUMBER: _ClassVar[int]
         MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
         LATENCY_FIELD_NUMBER: _ClassVar[int]
+        REGIONS_FIELD_NUMBER: _ClassVar[int]
+        ANALYTICS_FIELD_NUMBER: _ClassVar[int]
         name: str
         fps: float
         frames_in: int
@@ -178,7 +217,9 @@ class Telemetry(_message.Message):
         streams: _containers.RepeatedCompositeFieldContainer[Telemetry.Stream]
         model_version: str
         latency: Telemetry.Latency
-        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ...) -> None: ...
+        regions: _containers.RepeatedCompositeFieldContainer[Telemetry.Region]
+        analytics: _containers.RepeatedCompositeFieldContainer[Telemetry.AnalyticsStage]
+        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[Telemetry.Region, _Mapping]]] = ..., analytics: _Optional[_Iterable[_Union[Telemetry.AnalyticsStage, _Mapping]]] = ...) -> None: ...
     class Gpu(_message.Message):
         __slots__ = ("index", "name", "utilization_pct", "memory_used_bytes", "memory_total_bytes", "temperature_c", "power_w", "emc_utilization_pct")
         INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -257,7 +298,7 @@ class Telemetry(_message.Message):
     def __init__(self, header: _Optional[_Union[TelemetryHeader, _Mapping]] = ..., interval_s: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[Telemetry.Pipeline, _Mapping]]] = ..., system: _Optional[_Union[Telemetry.System, _Mapping]] = ..., spool: _Optional[_Union[Telemetry.Spool, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("header", "detections", "swap", "engine_build", "error")
+    __slots__ = ("header", "detections", "swap", "engine_build", "error", "analytics")
     class Box(_message.Message):
         __slots__ = ("x1", "y1", "x2", "y2")
         X1_FIELD_NUMBER: _ClassVar[int]
@@ -346,14 +387,63 @@ class Event(_message.Message):
         component: str
         message: str
         def __init__(self, component: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    class Analytics(_message.Message):
+        __slots__ = ("pipeline", "stream_id", "frame_sequence", "captured_at", "model_version", "kind", "region", "track_id", "label", "class_id", "direction", "dwell_s", "box", "reason", "suppressed")
+        class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+            __slots__ = ()
+            KIND_UNSPECIFIED: _ClassVar[Event.Analytics.Kind]
+            KIND_ZONE_ENTER: _ClassVar[Event.Analytics.Kind]
+            KIND_ZONE_LEAVE: _ClassVar[Event.Analytics.Kind]
+            KIND_ZONE_DWELL: _ClassVar[Event.Analytics.Kind]
+            KIND_LINE_CROSS: _ClassVar[Event.Analytics.Kind]
+            KIND_TRACK_END: _ClassVar[Event.Analytics.Kind]
+        KIND_UNSPECIFIED: Event.Analytics.Kind
+        KIND_ZONE_ENTER: Event.Analytics.Kind
+        KIND_ZONE_LEAVE: Event.Analytics.Kind
+        KIND_ZONE_DWELL: Event.Analytics.Kind
+        KIND_LINE_CROSS: Event.Analytics.Kind
+        KIND_TRACK_END: Event.Analytics.Kind
+        PIPELINE_FIELD_NUMBER: _ClassVar[int]
+        STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+        FRAME_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        CAPTURED_AT_FIELD_NUMBER: _ClassVar[int]
+        MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        REGION_FIELD_NUMBER: _ClassVar[int]
+        TRACK_ID_FIELD_NUMBER: _ClassVar[int]
+        LABEL_FIELD_NUMBER: _ClassVar[int]
+        CLASS_ID_FIELD_NUMBER: _ClassVar[int]
+        DIRECTION_FIELD_NUMBER: _ClassVar[int]
+        DWELL_S_FIELD_NUMBER: _ClassVar[int]
+        BOX_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+        pipeline: str
+        stream_id: str
+        frame_sequence: int
+        captured_at: _timestamp_pb2.Timestamp
+        model_version: str
+        kind: Event.Analytics.Kind
+        region: str
+        track_id: int
+        label: str
+        class_id: int
+        direction: str
+        dwell_s: float
+        box: Event.Box
+        reason: str
+        suppressed: int
+        def __init__(self, pipeline: _Optional[str] = ..., stream_id: _Optional[str] = ..., frame_sequence: _Optional[int] = ..., captured_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., kind: _Optional[_Union[Event.Analytics.Kind, str]] = ..., region: _Optional[str] = ..., track_id: _Optional[int] = ..., label: _Optional[str] = ..., class_id: _Optional[int] = ..., direction: _Optional[str] = ..., dwell_s: _Optional[float] = ..., box: _Optional[_Union[Event.Box, _Mapping]] = ..., reason: _Optional[str] = ..., suppressed: _Optional[int] = ...) -> None: ...
     HEADER_FIELD_NUMBER: _ClassVar[int]
     DETECTIONS_FIELD_NUMBER: _ClassVar[int]
     SWAP_FIELD_NUMBER: _ClassVar[int]
     ENGINE_BUILD_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    ANALYTICS_FIELD_NUMBER: _ClassVar[int]
     header: TelemetryHeader
     detections: Event.Detections
     swap: Event.Swap
     engine_build: Event.EngineBuild
     error: Event.Error
-    def __init__(self, header: _Optional[_Union[TelemetryHeader, _Mapping]] = ..., detections: _Optional[_Union[Event.Detections, _Mapping]] = ..., swap: _Optional[_Union[Event.Swap, _Mapping]] = ..., engine_build: _Optional[_Union[Event.EngineBuild, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ...) -> None: ...
+    analytics: Event.Analytics
+    def __init__(self, header: _Optional[_Union[TelemetryHeader, _Mapping]] = ..., detections: _Optional[_Union[Event.Detections, _Mapping]] = ..., swap: _Optional[_Union[Event.Swap, _Mapping]] = ..., engine_build: _Optional[_Union[Event.EngineBuild, _Mapping]] = ..., error: _Optional[_Union[Event.Error, _Mapping]] = ..., analytics: _Optional[_Union[Event.Analytics, _Mapping]] = ...) -> None: ...

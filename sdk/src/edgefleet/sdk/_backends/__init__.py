@@ -1,24 +1,48 @@
-"""Inference backends, chosen by the ``backend.type`` config key."""
+"""Inference backends, the ``backend`` kind of the extension seam: the registry, and the built-ins
+registered here (``onnxruntime``, ``tensorrt``), chosen by the ``backend.type`` config key.
+
+Applications add theirs with ``register_backend``; installed distributions through the
+``edgefleet.backends`` entry-point group (see ``_registry``). The factories import their inference
+library only when a backend is built.
+"""
 
 from __future__ import annotations
 
-from .._config import OnnxRuntimeConfig, TensorRTConfig
-from .._errors import BackendError
-from ._base import Backend, InputBuffer, TensorSpec
+from ._base import (
+    BACKENDS,
+    Backend,
+    BackendConfig,
+    InputBuffer,
+    TensorSpec,
+    create_backend,
+    register_backend,
+)
+from ._configs import OnnxRuntimeConfig, TensorRTConfig
 
-__all__ = ["Backend", "InputBuffer", "TensorSpec", "create_backend"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendConfig",
+    "InputBuffer",
+    "OnnxRuntimeConfig",
+    "TensorRTConfig",
+    "TensorSpec",
+    "create_backend",
+    "register_backend",
+]
 
 
-def create_backend(config: OnnxRuntimeConfig | TensorRTConfig, device: str) -> Backend:
-    """Build (not load) the backend a config selects."""
-    if isinstance(config, OnnxRuntimeConfig):
-        from ._onnxruntime import OnnxRuntimeBackend
+def _onnxruntime(config: OnnxRuntimeConfig, device: str) -> Backend:
+    from ._onnxruntime import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(config, device)
-    if isinstance(config, TensorRTConfig):
-        try:
-            from ._tensorrt import TensorRTBackend
-        except ImportError as exc:
-            raise BackendError(f"the tensorrt backend is not available in this build: {exc}") from None
-        return TensorRTBackend(config, device)
-    raise BackendError(f"unknown backend config {type(config).__name__}")
+    return OnnxRuntimeBackend(config, device)
+
+
+def _tensorrt(config: TensorRTConfig, device: str) -> Backend:
+    from ._tensorrt import TensorRTBackend
+
+    return TensorRTBackend(config, device)
+
+
+BACKENDS.register("onnxruntime", OnnxRuntimeConfig, _onnxruntime, extra="cpu")
+BACKENDS.register("tensorrt", TensorRTConfig, _tensorrt)

@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
+from .._buffer import InputBuffer
+from .._errors import BackendError
+from .._registry import PluginConfig, Registry
 from .._sparse import CandidateFilter
 
-__all__ = ["Backend", "InputBuffer", "TensorSpec"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendConfig",
+    "InputBuffer",
+    "TensorSpec",
+    "create_backend",
+    "register_backend",
+]
+
+
+class BackendConfig(PluginConfig):
+    """Base of a backend's config: ``type: Literal["<key>"]`` and its settings (strict)."""
 
 
 @dataclass(frozen=True)
@@ -24,20 +40,6 @@ class TensorSpec:
     dtype: str
 
 
-@dataclass
-class InputBuffer:
-    """A preallocated input batch owned by a backend.
-
-    ``array`` is where preprocessing writes, one row per frame: a host numpy array for CPU inference, or a
-    device array (``__cuda_array_interface__``) for GPU backends. ``capacity`` rows exist.
-    """
-
-    array: Any
-    capacity: int
-    device: str = "cpu"
-    handle: Any = None  # backend-private (bindings, device pointers)
-
-
 class Backend(ABC):
     """Lifecycle: ``load`` → ``inputs``/``outputs`` → ``allocate_input`` → ``warmup`` → ``infer``* → ``close``.
 
@@ -46,8 +48,6 @@ class Backend(ABC):
     per batch.
     """
 
-    kind: ClassVar[str]
-    extra: ClassVar[str]  # the pip extra that installs its library
     #: True when ``infer`` may run from several threads at once on different buffers (ONNX Runtime's CPU
     #: sessions); the pipeline then runs several inference workers on one loaded model.
     concurrent_infer: bool = False
@@ -110,8 +110,48 @@ class Backend(ABC):
 
     def describe(self) -> str:
         """A short human description (backend, device, providers/precision)."""
-        return f"{self.kind} on {self.device}"
+        return f"{type(self).__name__} on {self.device}"
 
     @abstractmethod
     def close(self) -> None:
         """Release the model and its buffers. Safe to call twice."""
+
+
+BACKENDS: Registry[BackendConfig] = Registry("backend", BackendConfig, BackendError, group="edgefleet.backends")
+
+BackendFactory = Callable[[Any, str], Backend]
+"""``factory(config, device) -> Backend``: built, not loaded (the pipeline calls ``load``)."""
+
+
+def register_backend(
+    key: str,
+    config: type[BackendConfig],
+    factory: BackendFactory,
+    *,
+    extra: str | None = None,
+    replace: bool = False,
+) -> None:
+    """Make a backend available to pipeline configs as ``backend: {type: <key>, ...}`` (and to
+    ``edgefleet run --backend <key>``).
+
+    ``config``: its settings (a :class:`BackendConfig` with ``type: Literal["<key>"]``);
+    ``factory(config, device)`` builds (not loads) it, ``device`` being ``cpu`` or ``cuda:N``;
+    ``extra``: the pip extra that installs its library. The backend must pass the contract tests in
+    ``tests/unit/sdk/test_backend_contract.py``.
+
+    Example::
+
+        class EchoConfig(BackendConfig):
+            type: Literal["echo"] = "echo"
+
+        register_backend("echo", EchoConfig, lambda config, device: EchoBackend(device))
+    """
+    BACKENDS.register(key, config, factory, extra=extra, replace=replace, origin="register_backend")
+
+
+def create_backend(config: BackendConfig, device: str) -> Backend:
+    """Build (not load) the backend a config selects."""
+    backend = BACKENDS.build(config, device)
+    if not isinstance(backend, Backend):
+        raise BackendError(f"backend {config.type!r}: its factory returned a {type(backend).__name__}, not a Backend")
+    return backend

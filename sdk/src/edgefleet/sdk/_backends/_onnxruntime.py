@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._config import OnnxRuntimeConfig
 from .._errors import BackendError, BackendUnavailableError
 from .._sparse import CandidateFilter
 from ._base import Backend, InputBuffer, TensorSpec
+from ._configs import OnnxRuntimeConfig
+
+if TYPE_CHECKING:
+    from ._ort_cuda import Lane
 
 __all__ = ["OnnxRuntimeBackend"]
 
@@ -62,23 +64,11 @@ def _tensorrt_libs() -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class Lane:
-    """One ORT session and the CUDA stream it runs on (the CUDA path; one per inference worker)."""
-
-    index: int
-    session: Any
-    stream: Any  # edgefleet.sdk._cuda._runtime.Stream
-
-
 def _shape(raw: Any) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) and d > 0 else -1 for d in raw)
 
 
 class OnnxRuntimeBackend(Backend):
-    kind = "onnxruntime"
-    extra = "cpu"
-
     def __init__(self, config: OnnxRuntimeConfig | None = None, device: str = "cpu") -> None:
         super().__init__(device)
         self.config = config or OnnxRuntimeConfig.model_validate({})
@@ -222,6 +212,7 @@ class OnnxRuntimeBackend(Backend):
 
     def _open_lanes(self, ort: Any, model_path: Path, opts: Any) -> None:
         from .._cuda._runtime import Stream
+        from ._ort_cuda import Lane
 
         self.lanes = [Lane(0, self._session, self._stream)]
         for i in range(1, max(1, self.workers)):

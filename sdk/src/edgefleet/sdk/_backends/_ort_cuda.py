@@ -23,7 +23,8 @@ synchronisation (copies into pageable memory each wait for the stream).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,14 +35,39 @@ from .._cuda._nvtx import nvtx_range
 from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows, ConsumedOutput, TopK
+from ._base import TensorSpec
+from ._configs import OnnxRuntimeConfig
 
-if TYPE_CHECKING:
-    from ._onnxruntime import Lane, OnnxRuntimeBackend
-
-__all__ = ["GFL_NMS_MAX", "TOP_K_MAX", "TOP_K_MAX_COLUMNS", "DeviceBinding"]
+__all__ = ["GFL_NMS_MAX", "TOP_K_MAX", "TOP_K_MAX_COLUMNS", "DeviceBinding", "Lane", "SessionHost"]
 
 TOP_K_MAX = 64  # k rounds of a block-wide arg-max: fine for a handful, not for hundreds
 TOP_K_MAX_COLUMNS = 12_000  # the row is held in shared memory (48 KiB without opting in to more)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One ORT session and the CUDA stream it runs on (one per inference worker)."""
+
+    index: int
+    session: Any
+    stream: Any  # edgefleet.sdk._cuda._runtime.Stream
+
+
+class SessionHost(Protocol):
+    """What a binding reads of the ONNX Runtime backend that owns it (``OnnxRuntimeBackend``)."""
+
+    config: OnnxRuntimeConfig
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    _session: Any
+    _ordinal: int
+    _graphs: bool
+    _candidates: dict[str, CandidateFilter]
+
+    @property
+    def fixed_batch(self) -> int | None: ...
+
+    def lane(self) -> Lane: ...
 
 
 def _error(exc: Exception) -> BackendError:
@@ -50,7 +76,7 @@ def _error(exc: Exception) -> BackendError:
 
 
 class DeviceBinding:
-    def __init__(self, backend: OnnxRuntimeBackend, shape: tuple[int, ...], rows: int, graph_id: int) -> None:
+    def __init__(self, backend: SessionHost, shape: tuple[int, ...], rows: int, graph_id: int) -> None:
         import onnxruntime as ort
 
         self.backend = backend

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .._config import TensorRTConfig
 from .._errors import BackendError, BackendUnavailableError
 from ._base import Backend, InputBuffer, TensorSpec
+from ._configs import TensorRTConfig
 
 __all__ = ["TensorRTBackend", "engine_cache_key"]
 
@@ -132,9 +132,6 @@ class _Calibrator:
 
 
 class TensorRTBackend(Backend):
-    kind = "tensorrt"
-    extra = "cuda"
-
     def __init__(self, config: TensorRTConfig | None = None, device: str = "cuda:0") -> None:
         super().__init__(device)
         self.config = config or TensorRTConfig.model_validate({})

@@ -1,4 +1,4 @@
-"""Commands the SDK contributes: ``run``, ``bench`` and ``models inspect``."""
+"""Commands the SDK contributes: ``run``, ``bench``, ``plugins`` and ``models inspect``."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def register(cli: Cli) -> None:
         jsonl: Annotated[Path | None, typer.Option(help="Write every result as a JSON line here")] = None,
         batch: Annotated[int, typer.Option(min=1, help="Largest batch across streams")] = 1,
         device: Annotated[str, typer.Option(help="cpu or cuda:N")] = "cpu",
-        backend: Annotated[str, typer.Option(help="onnxruntime or tensorrt")] = "onnxruntime",
+        backend: Annotated[
+            str, typer.Option(help="onnxruntime, tensorrt, or an installed plugin's backend")
+        ] = "onnxruntime",
         config: Annotated[Path | None, typer.Option(help="Pipeline YAML instead of the flags above")] = None,
         max_frames: Annotated[int | None, typer.Option(help="Stop each stream after N frames")] = None,
         score: Annotated[float | None, typer.Option(help="Score threshold (overrides the manifest)")] = None,
@@ -39,8 +41,6 @@ def register(cli: Cli) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or tables")] = False,
     ) -> None:
         """Run a model over one or more sources."""
-        if backend not in {"onnxruntime", "tensorrt"}:
-            raise typer.BadParameter("must be onnxruntime or tensorrt", param_hint="--backend")
         from ._run import run_command
 
         run_command(
@@ -82,6 +82,16 @@ def register(cli: Cli) -> None:
             as_json=as_json,
             out=out,
         )
+
+    @app.command("plugins")
+    def plugins(
+        as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout")] = False,
+    ) -> None:
+        """List every kind's entries (sources, backends, decoders, sinks, analytics): where each comes
+        from, the extra it needs, and the installed plugins that dropped out and why."""
+        from ._plugins import plugins_command
+
+        plugins_command(as_json=as_json)
 
     models = cli.group("models", "Model packages: inspect locally; push/ls with a controller.")
 

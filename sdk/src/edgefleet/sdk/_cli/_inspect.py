@@ -9,9 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .._backends import create_backend
-from .._config import OnnxRuntimeConfig
-from .._decoders import decoder_names
+from .._backends import OnnxRuntimeConfig, create_backend
+from .._decoders import DECODERS, decoder_names
 from .._model import check_io
 from .._package import load_package
 
@@ -21,6 +20,7 @@ __all__ = ["inspect_command"]
 def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
     pkg = load_package(path)  # verifies sizes and hashes; raises with the file named
     m = pkg.manifest
+    entry = DECODERS.get(m.decoder.type)
     real: dict[str, Any] | None = None
     if load:
         backend = create_backend(OnnxRuntimeConfig(), "cpu")
@@ -41,8 +41,10 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
         "input": m.input.model_dump(mode="json"),
         "outputs": [o.model_dump(mode="json") for o in m.outputs],
         "decoder": m.decoder.model_dump(mode="json"),
-        # False: not built in; an application must register it (register_decoder) before running the model
-        "decoder_built_in": m.decoder.type in decoder_names(),
+        "decoder_built_in": entry is not None and entry.origin == "built-in",
+        # where the decoder comes from here (an installed plugin's entry point, ...); None: nowhere, so
+        # `edgefleet run` cannot serve the model on this machine
+        "decoder_from": entry.origin if entry is not None else None,
         "labels": len(pkg.labels),
         "files": {k: v.model_dump() for k, v in m.files.items()},
         "verified": True,
@@ -66,12 +68,16 @@ def inspect_command(path: Path, *, as_json: bool, load: bool) -> None:
     t.add_row("normalise", f"mean {list(i.mean)} std {list(i.std)}")
     t.add_row("outputs", ", ".join(f"{o.name} {list(o.shape)}" for o in m.outputs))
     t.add_row("decoder", json.dumps(m.decoder.model_dump(mode="json")))
-    if not info["decoder_built_in"]:
+    if entry is None:
+        missing = DECODERS.unavailable().get(m.decoder.type)
+        why = f": {missing}" if missing else f" ({', '.join(decoder_names())} are)"
         t.add_row(
             "",
-            f"[yellow]{m.decoder.type!r} is not a built-in decoder ({', '.join(decoder_names())}): "
-            "`edgefleet run` cannot serve this model; an application must register_decoder() it[/]",
+            f"[yellow]{m.decoder.type!r} is not a built-in decoder nor one this installation has{why}; "
+            "`edgefleet run` cannot serve this model here (install the plugin that provides it)[/]",
         )
+    elif entry.origin != "built-in":
+        t.add_row("", f"decoder from {entry.origin}")
     t.add_row("labels", f"{len(pkg.labels)} ({', '.join(pkg.labels[:5])}{', …' if len(pkg.labels) > 5 else ''})")
     t.add_row("files", f"{len(m.files)} verified (sha256 and size)")
     t.add_row("signature", f"ed25519 by key {m.signature.key_id}" if m.signature else "unsigned")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .._config import OnnxRuntimeConfig, PipelineConfig, TensorRTConfig, load_pipeline_config
+from .._config import PipelineConfig, load_pipeline_config
 from .._errors import ConfigError
 from .._pipeline import Pipeline
 from .._results import Result
@@ -36,22 +36,20 @@ def _config_from_flags(
         raise ConfigError("--model is required (or give --config)")
     if not sources:
         raise ConfigError("at least one --source is required (or give --config)")
-    backend_cfg: OnnxRuntimeConfig | TensorRTConfig
-    backend_cfg = TensorRTConfig() if backend == "tensorrt" else OnnxRuntimeConfig()
     try:
         return PipelineConfig(
             model=model,
             sources=tuple(sources),
             max_batch=batch,
             device=device,
-            backend=backend_cfg,
+            backend={"type": backend},  # any installed backend: the registry validates it
             max_frames=max_frames,
             score_threshold=score,
         )
     except Exception as exc:  # pydantic ValidationError: name the flag
         from pydantic import ValidationError
 
-        from .._manifest import format_validation_error
+        from .._validation import format_validation_error
 
         if isinstance(exc, ValidationError):
             raise ConfigError(format_validation_error(exc, "arguments")) from None

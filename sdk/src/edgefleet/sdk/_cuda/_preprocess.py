@@ -17,7 +17,7 @@ import numpy as np
 
 from .._errors import BackendError
 from .._manifest import InputSpec
-from .._preprocess import Transform, compute_transform
+from .._transform import Transform, compute_transform
 from ._array import DeviceArray, DeviceImage, as_device_array
 from ._memory import mapped_device_pointer, pinned_array
 from ._nvrtc import F32, I32, I64, PTR, kernel
@@ -25,7 +25,7 @@ from ._nvtx import nvtx_range
 from ._runtime import Stream, check, cudart, parse_device, use_device
 
 if TYPE_CHECKING:
-    from .._backends import InputBuffer
+    from .._buffer import InputBuffer
     from .._metrics import CopyCounter
 
 __all__ = ["GpuPreprocessor", "ROW_DTYPE"]

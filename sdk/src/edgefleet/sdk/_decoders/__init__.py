@@ -1,30 +1,38 @@
-"""Decoders: built-ins register themselves here; applications add theirs with ``register_decoder``."""
+"""Decoders, the ``decoder`` kind of the extension seam: the registry, and the built-ins registered here.
+
+Applications add theirs with ``register_decoder``; installed distributions through the
+``edgefleet.decoders`` entry-point group (see ``_registry``).
+"""
 
 from __future__ import annotations
 
 from ._base import (
+    DECODERS,
     DecodeContext,
     Decoded,
     Decoder,
+    DecoderConfig,
     DecoderParams,
     build_decoder,
     decoder_names,
     register_decoder,
 )
-from ._classification import ClassificationDecoder, RawDecoder
-from ._detection import NanoDetDecoder, YoloDecoder
+from ._classification import ClassificationDecoder, ClassificationParams, RawDecoder, RawParams
+from ._detection import NanoDetDecoder, NanoDetParams, YoloDecoder, YoloParams
 
 __all__ = [
+    "DECODERS",
     "DecodeContext",
     "Decoded",
     "Decoder",
+    "DecoderConfig",
     "DecoderParams",
     "build_decoder",
     "decoder_names",
     "register_decoder",
 ]
 
-register_decoder("yolo", YoloDecoder)
-register_decoder("nanodet", NanoDetDecoder)
-register_decoder("classification", ClassificationDecoder)
-register_decoder("raw", RawDecoder)
+DECODERS.register("yolo", YoloParams, YoloDecoder)
+DECODERS.register("nanodet", NanoDetParams, NanoDetDecoder)
+DECODERS.register("classification", ClassificationParams, ClassificationDecoder)
+DECODERS.register("raw", RawParams, RawDecoder)

@@ -1,26 +1,35 @@
-"""The decoder contract and registry: model outputs → typed detections / classifications."""
+"""The decoder contract and registry: model outputs → typed detections / classifications.
+
+A decoder is an entry of the ``decoder`` registry (``_registry``): ``type`` in the manifest's
+``decoder:`` mapping selects its config (a :class:`DecoderConfig` subclass, validated when the manifest
+is read) and its factory, ``factory(config, ctx) -> Decoder``, called when the model is loaded.
+"""
 
 from __future__ import annotations
 
-import threading
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError, create_model
 
 from .._errors import DecoderError
-from .._manifest import Manifest, format_validation_error
-from .._preprocess import Transform
+from .._manifest import Manifest
+from .._registry import PluginConfig, Registry
 from .._results import Classification, Detection
 from .._sparse import CandidateFilter
+from .._transform import Transform
+from .._validation import format_validation_error
 
 __all__ = [
+    "DECODERS",
     "DecodeContext",
     "Decoded",
     "Decoder",
+    "DecoderConfig",
     "DecoderParams",
     "build_decoder",
     "decoder_names",
@@ -28,13 +37,17 @@ __all__ = [
 ]
 
 
-class DecoderParams(BaseModel):
-    """Base for a decoder's parameter schema (strict: unknown keys are errors)."""
+class DecoderConfig(PluginConfig):
+    """Base of a decoder's config: ``type: Literal["<key>"]`` and its parameters (strict: unknown keys,
+    NaN and infinity are errors). ``task`` says which manifest task the decoder serves (None: any)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    task: ClassVar[str | None] = None
 
 
-_P = TypeVar("_P", bound=DecoderParams)
+DecoderParams = DecoderConfig
+"""The name before the extension seam: a decoder's parameter schema."""
+
+_P = TypeVar("_P", bound=DecoderConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +70,8 @@ class DecodeContext:
     def parse(self, schema: type[_P]) -> _P:
         """Validate ``params`` (plus threshold overrides the schema knows) against ``schema``."""
         data = dict(self.params)
+        if schema.model_fields["type"].is_required():  # a parameter schema with no type of its own
+            data.setdefault("type", self.manifest.decoder.type)
         for key, value in self.overrides.items():
             if key in schema.model_fields:
                 data[key] = value
@@ -83,43 +98,83 @@ class Decoder(ABC):
         return []
 
 
-DecoderFactory = Callable[[DecodeContext], Decoder]
-_registry: dict[str, DecoderFactory] = {}
-_lock = threading.Lock()
+DecoderFactory = Callable[[Any, DecodeContext], Decoder]
+"""``factory(config, ctx)``: the validated config of its entry, and the model it decodes for."""
+
+DECODERS: Registry[DecoderConfig] = Registry("decoder", DecoderConfig, DecoderError, group="edgefleet.decoders")
 
 
-def register_decoder(name: str, factory: DecoderFactory, *, replace: bool = False) -> None:
-    """Make a decoder available to manifests as ``decoder: {type: <name>, ...}``.
+class _OpenParams(DecoderConfig):
+    """The config of a decoder registered the old way, ``register_decoder(name, factory)``: any
+    parameters, which its factory checks itself (``ctx.parse``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def register_decoder(
+    key: str,
+    config: type[DecoderConfig] | Callable[[DecodeContext], Decoder],
+    factory: DecoderFactory | None = None,
+    *,
+    extra: str | None = None,
+    replace: bool = False,
+) -> None:
+    """Make a decoder available to manifests as ``decoder: {type: <key>, ...}``.
+
+    ``config`` is its parameter schema (a :class:`DecoderConfig` with ``type: Literal["<key>"]``),
+    checked when a manifest is read; ``factory(config, ctx)`` builds the decoder when the model loads.
+    ``extra``: the pip extra that installs what the decoder needs. The older form
+    ``register_decoder(key, factory)``, with ``factory(ctx)`` parsing ``ctx.params`` itself, still works.
 
     Example::
 
-        class CountDecoder(Decoder):
-            def __init__(self, ctx: DecodeContext) -> None: ...
-            def decode(self, outputs, transforms):
-                return [Decoded(raw={"count": outputs["count"][i]}) for i in range(len(transforms))]
+        class CountConfig(DecoderConfig):
+            type: Literal["people-count"] = "people-count"
+            output: str = "count"
 
-        register_decoder("people-count", CountDecoder)
+        class CountDecoder(Decoder):
+            def __init__(self, config: CountConfig, ctx: DecodeContext) -> None:
+                self.output = config.output
+            def decode(self, outputs, transforms):
+                return [Decoded(raw={"count": outputs[self.output][i]}) for i in range(len(transforms))]
+
+        register_decoder("people-count", CountConfig, CountDecoder)
     """
-    if not name or not name.replace("-", "").replace("_", "").isalnum():
-        raise DecoderError(f"decoder name {name!r} must be alphanumeric (with - or _)")
-    with _lock:
-        if name in _registry and not replace:
-            raise DecoderError(f"a decoder named {name!r} is already registered (pass replace=True)")
-        _registry[name] = factory
+    if factory is None:
+        if isinstance(config, type) and issubclass(config, DecoderConfig):
+            raise DecoderError(f"decoder {key!r}: give the factory that builds it from a {config.__name__}")
+        legacy = cast(Callable[[DecodeContext], Decoder], config)
+
+        def factory(_: Any, ctx: DecodeContext) -> Decoder:
+            return legacy(ctx)
+
+        literal: Any = typing.Literal.__getitem__(key) if isinstance(key, str) else str
+        config = create_model(f"Params[{key}]", __base__=_OpenParams, type=(literal, key))
+    if not (isinstance(config, type) and issubclass(config, DecoderConfig)):
+        raise DecoderError(f"decoder {key!r}: config must be a DecoderConfig subclass, got {config!r}")
+    DECODERS.register(key, config, factory, extra=extra, replace=replace, origin="register_decoder")
 
 
 def decoder_names() -> list[str]:
-    with _lock:
-        return sorted(_registry)
+    """The decoder types this installation knows (built-ins, installed plugins, registered ones)."""
+    return DECODERS.keys()
 
 
 def build_decoder(ctx: DecodeContext) -> Decoder:
+    """Validate ``ctx.params`` (plus the threshold overrides the decoder's config has) through the decoder
+    the manifest names, and build it."""
     kind = ctx.manifest.decoder.type
-    with _lock:
-        factory = _registry.get(kind)
-    if factory is None:
+    entry = DECODERS.get(kind)
+    if entry is None:
         raise DecoderError(
-            f"{ctx.manifest.ref}: unknown decoder {kind!r} (known: {', '.join(decoder_names())}; "
-            "register your own with edgefleet.sdk.register_decoder)"
+            f"{ctx.manifest.ref}: {DECODERS.describe_missing(kind)}; install the plugin that provides it, "
+            "or register your own with edgefleet.sdk.register_decoder"
         )
-    return factory(ctx)
+    data = {**ctx.params, "type": kind}
+    data |= {k: v for k, v in ctx.overrides.items() if k in entry.config.model_fields}
+    try:
+        config = DECODERS.coerce(data)
+    except ValidationError as exc:
+        raise DecoderError(format_validation_error(exc, ctx.manifest.ref, prefix=("decoder",))) from None
+    decoder: Decoder = DECODERS.build(config, ctx)
+    return decoder

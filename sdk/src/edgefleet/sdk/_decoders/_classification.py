@@ -9,20 +9,25 @@ also release and re-take the GIL several times a batch while the sources' thread
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
 from .._errors import DecoderError
-from .._preprocess import Transform
 from .._results import Classification
 from .._sparse import CandidateFilter, TopK
-from ._base import DecodeContext, Decoded, Decoder, DecoderParams
+from .._transform import Transform
+from ._base import DecodeContext, Decoded, Decoder, DecoderConfig
 
-__all__ = ["ClassificationDecoder", "RawDecoder"]
+__all__ = ["ClassificationDecoder", "ClassificationParams", "RawDecoder", "RawParams"]
 
 
-class ClassificationParams(DecoderParams):
+class ClassificationParams(DecoderConfig):
+    """``decoder: {type: classification, ...}``: the k best classes of each frame."""
+
+    task: ClassVar[str | None] = "classification"
+    type: Literal["classification"] = "classification"
     top_k: int = Field(5, ge=1, le=1000)
     softmax: bool = Field(True, description="Apply softmax to logits (false when the model outputs probabilities)")
     output: str | None = None
@@ -30,9 +35,9 @@ class ClassificationParams(DecoderParams):
 
 
 class ClassificationDecoder(Decoder):
-    def __init__(self, ctx: DecodeContext) -> None:
+    def __init__(self, config: ClassificationParams, ctx: DecodeContext) -> None:
         self.ctx = ctx
-        self.p = ctx.parse(ClassificationParams)
+        self.p = config
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
             raise DecoderError(f"{ctx.manifest.ref}: classification output {self.output!r} is not a model output")
@@ -72,15 +77,17 @@ class ClassificationDecoder(Decoder):
         ]
 
 
-class RawParams(DecoderParams):
-    """The raw decoder takes no parameters."""
+class RawParams(DecoderConfig):
+    """``decoder: {type: raw}`` takes no parameters."""
+
+    type: Literal["raw"] = "raw"
 
 
 class RawDecoder(Decoder):
     """No decoding: each result carries its rows of every output tensor in ``Result.raw``."""
 
-    def __init__(self, ctx: DecodeContext) -> None:
-        ctx.parse(RawParams)
+    def __init__(self, config: RawParams, ctx: DecodeContext) -> None:
+        self.config = config
 
     def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
         return [Decoded(raw={k: np.array(v[i]) for k, v in outputs.items()}) for i in range(len(transforms))]

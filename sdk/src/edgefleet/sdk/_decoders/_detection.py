@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from .._errors import DecoderError
-from .._preprocess import Transform
 from .._results import Detection
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows
-from ._base import DecodeContext, Decoded, Decoder, DecoderParams
+from .._transform import Transform
+from ._base import DecodeContext, Decoded, Decoder, DecoderConfig
 from ._nms import nms_groups
 
-__all__ = ["GFL_CAPACITY", "NanoDetDecoder", "YoloDecoder"]
+__all__ = ["GFL_CAPACITY", "NanoDetDecoder", "NanoDetParams", "YoloDecoder", "YoloParams"]
 
 #: box records per frame a GPU backend returns for a GFL head (all strides); a frame with more gets the
 #: full tensors, decoded on the host
 GFL_CAPACITY = 4096
 
 
-class _DetectionParams(DecoderParams):
+class _DetectionParams(DecoderConfig):
+    task: ClassVar[str | None] = "detection"
     score_threshold: float = Field(0.25, ge=0, le=1)
     iou_threshold: float = Field(0.45, ge=0, le=1)
     max_detections: int = Field(100, ge=1, le=10_000)
@@ -139,6 +140,9 @@ def _check_label_count(ctx: DecodeContext, output: str, classes: set[int]) -> No
 
 
 class YoloParams(_DetectionParams):
+    """``decoder: {type: yolo, ...}``: Ultralytics YOLOv8/YOLO11 detection exports."""
+
+    type: Literal["yolo"] = "yolo"
     output: str | None = Field(None, description="Output tensor name (default: the first output)")
     layout: Literal["auto", "channels_first", "channels_last"] = "auto"
 
@@ -147,9 +151,9 @@ class YoloDecoder(Decoder):
     """Ultralytics export: (N, 4 + classes, anchors), boxes cx, cy, w, h in input pixels, class scores
     already sigmoid-ed, no objectness. (N, anchors, 4 + classes) is accepted too."""
 
-    def __init__(self, ctx: DecodeContext) -> None:
+    def __init__(self, config: YoloParams, ctx: DecodeContext) -> None:
         self.ctx = ctx
-        self.p = ctx.parse(YoloParams)
+        self.p = config
         self.keep = _class_filter(ctx, self.p)
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
@@ -197,6 +201,9 @@ class YoloDecoder(Decoder):
 
 
 class NanoDetParams(_DetectionParams):
+    """``decoder: {type: nanodet, ...}``: NanoDet's GFL head."""
+
+    type: Literal["nanodet"] = "nanodet"
     multi_label: bool = Field(True, description="Every (cell, class) above the threshold is a candidate")
     strides: tuple[int, ...] = Field(
         (8, 16, 32), min_length=1, description="One per head level; level s reads outputs cls_<s> and reg_<s>"
@@ -251,9 +258,9 @@ class NanoDetDecoder(Decoder):
     cells above the threshold are put side by side once, and every step after that is one numpy call over
     all of them (a third of the calls of going stride by stride)."""
 
-    def __init__(self, ctx: DecodeContext) -> None:
+    def __init__(self, config: NanoDetParams, ctx: DecodeContext) -> None:
         self.ctx = ctx
-        self.p = ctx.parse(NanoDetParams)
+        self.p = config
         self.keep = _class_filter(ctx, self.p)
         spec = ctx.manifest.input
         if spec.height < 1 or spec.width < 1:

@@ -16,6 +16,7 @@ from .._errors import SinkError
 from .._frames import Frame
 from .._results import Result
 from ._base import Sink
+from ._overlay import Trails, draw_regions, draw_tracks
 
 __all__ = ["VIDEO_SUFFIXES", "CallbackSink", "JsonlSink", "VideoSink", "draw_result"]
 
@@ -98,13 +99,23 @@ _PALETTE = np.array(
 )
 
 
-def draw_result(image: np.ndarray, result: Result) -> None:
-    """Draw boxes, labels and the model version onto a BGR image, in place."""
+def draw_result(image: np.ndarray, result: Result, trails: Trails | None = None) -> None:
+    """Draw boxes, labels and the model version onto a BGR image, in place; with analytics, zones and
+    lines with their counts, and tracked objects as ``label #id`` in their track's colour with a trail
+    (kept in ``trails`` from frame to frame)."""
     import cv2
 
-    for det in result.detections:
+    draw_regions(cv2, image, result)
+    tracked = draw_tracks(cv2, image, result, trails)
+    tracking = any(d.track_state for d in result.detections)
+    for i, det in enumerate(result.detections):
+        if i in tracked:
+            continue
         colour = tuple(int(c) for c in _PALETTE[det.class_id % len(_PALETTE)])
         x1, y1, x2, y2 = (round(v) for v in det.box)
+        if tracking:  # beside tracked objects, an untracked detection is a thin box without a label
+            cv2.rectangle(image, (x1, y1), (x2, y2), colour, 1)
+            continue
         cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
         text = f"{det.label} {det.score:.2f}"
         (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
@@ -174,6 +185,7 @@ class VideoSink(Sink):
         self.multi_stream = multi_stream
         self._encoders: dict[str, _Encoder] = {}
         self._lock = threading.Lock()
+        self._trails = Trails()
         self.paths: dict[str, Path] = {}
 
     def open(self) -> None:
@@ -208,7 +220,7 @@ class VideoSink(Sink):
             fps = self.fps or (self.stream_fps(result.stream_id) if self.stream_fps else None) or 25.0
             enc = self._encoders[result.stream_id] = _Encoder(path, frame.width, frame.height, fps)
             self.paths[result.stream_id] = path
-        draw_result(frame.image, result)
+        draw_result(frame.image, result, self._trails)
         enc.encode(frame.image)
 
     def close(self) -> None:

@@ -16,12 +16,13 @@ __all__ = ["Read", "check_sink_paths", "pipeline_reads"]
 # a results file in a folder of images is not an image and is never read)
 Read = tuple[Path, str, bool]
 
-_FILE_KINDS = ("file", "images", "nvdec")
-
 
 def pipeline_reads(specs: Sequence[SourceSpec], model_root: Path) -> list[Read]:
-    """What a pipeline reads from disk: its file sources and its model package."""
-    reads: list[Read] = [(Path(s.uri), f"source {s.stream_id}", False) for s in specs if s.kind in _FILE_KINDS]
+    """What a pipeline reads from disk: the files and folders its sources read (``SourceConfig.reads``)
+    and its model package."""
+    reads: list[Read] = [
+        (path, f"source {s.stream_id}", False) for s in specs if s.config is not None and (path := s.config.reads())
+    ]
     reads.append((model_root, "the model package", True))
     return reads
 

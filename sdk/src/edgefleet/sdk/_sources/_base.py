@@ -1,16 +1,43 @@
-"""The source contract and its specification."""
+"""The source contract, the base of every source kind's config, and the resolved spec a source is built from."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from .._errors import SourceError
 from .._frames import Allocator
+from .._registry import PluginConfig
 
-__all__ = ["Source", "SourceDisconnected", "SourceSpec", "SourceUnavailable"]
+__all__ = ["Source", "SourceConfig", "SourceDisconnected", "SourceSpec", "SourceUnavailable"]
+
+STREAM_ID = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class SourceConfig(PluginConfig):
+    """Base of a source kind's config: ``type: Literal["<key>"]``, the kind's own fields, and the options
+    every source takes. ``live_default``: whether the kind is live (drops the oldest frame under pressure,
+    reconnects) unless ``live`` says otherwise."""
+
+    live_default: ClassVar[bool] = False
+    id: str | None = Field(None, pattern=STREAM_ID, description="Stream id (default s<index>)")
+    queue: int = Field(4, ge=1, le=1024, description="Frames buffered for this stream")
+    live: bool | None = Field(None, description="Drop the oldest frame under pressure (default: the kind's)")
+    realtime: bool = Field(False, description="Pace a file at its frame rate")
+    loop: bool = Field(False, description="Start a finite source again at its end")
+
+    def uri(self) -> str:
+        """What the source reads, for logs and errors (credentials are redacted where it is shown)."""
+        return f"{self.type}:"
+
+    def reads(self) -> Path | None:
+        """The file or folder this source reads, which no sink may write over (None: none)."""
+        return None
 
 
 class SourceUnavailable(SourceError):  # noqa: N818 - reads as what it is
@@ -24,20 +51,21 @@ class SourceDisconnected(Exception):  # noqa: N818 - a signal between a source a
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """What to open and how. Built by :func:`parse_source` from a URI."""
+    """What to open and how: one stream's validated config with its stream id and live-ness resolved.
+    Built by :func:`~edgefleet.sdk.parse_source` from a URI, or from a config mapping."""
 
     uri: str
     kind: str
     stream_id: str
     live: bool
-    options: dict[str, str] = field(default_factory=dict)
     queue_size: int = 4
     realtime: bool = False
     loop: bool = False
+    config: SourceConfig | None = None
 
 
 class Source(ABC):
-    """A stream of BGR uint8 frames.
+    """A stream of BGR uint8 frames, built from a :class:`SourceSpec` (its kind's config in ``spec.config``).
 
     ``open`` raises :class:`~edgefleet.sdk.SourceError` for a bad URI or an unreachable file;
     ``read`` decodes the next frame into ``out`` when it fits (zero copies), returns None at the end of a

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._errors import SourceError
 from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
+from ._configs import GStreamerConfig
 
 __all__ = ["GStreamerSource", "gstreamer_available"]
 
@@ -70,7 +71,8 @@ class GStreamerSource(Source):
         self._pipeline: Any = None
         self._sink: Any = None
         self._pending: np.ndarray | None = None
-        self._timeout_ns = int(spec.options.get("timeout_ms", "5000")) * 1_000_000
+        timeout_ms = spec.config.timeout_ms if isinstance(spec.config, GStreamerConfig) else 5000
+        self._timeout_ns = timeout_ms * 1_000_000
 
     def open(self) -> None:
         gst = _gst()

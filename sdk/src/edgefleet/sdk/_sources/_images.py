@@ -8,10 +8,9 @@ import numpy as np
 
 from .._errors import SourceError
 from ._base import Source, SourceSpec
+from ._configs import IMAGE_SUFFIXES
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderSource"]
-
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 
 
 class ImageFolderSource(Source):

@@ -15,6 +15,7 @@ from .._address import tcp_problem
 from .._errors import SourceError
 from .._redact import redact, redact_uri
 from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
+from ._configs import FileConfig, NetworkConfig, UsbConfig
 
 __all__ = ["OpenCVSource"]
 
@@ -66,7 +67,8 @@ def _cv2() -> Any:
 
 
 class OpenCVSource(Source):
-    """``kind`` is ``file``, ``network`` (RTSP/HTTP) or ``usb``.
+    """``file``, ``network`` (RTSP/HTTP) and ``usb`` sources (:class:`FileConfig`, :class:`NetworkConfig`,
+    :class:`UsbConfig`).
 
     Network streams open with FFmpeg open/read timeouts (options ``open_timeout_ms``, default 5000, and
     ``timeout_ms``, default 2000) so a vanished camera is noticed instead of blocking forever; RTSP uses
@@ -75,46 +77,46 @@ class OpenCVSource(Source):
 
     def __init__(self, spec: SourceSpec) -> None:
         super().__init__(spec)
+        if not isinstance(spec.config, (FileConfig, NetworkConfig, UsbConfig)):
+            raise SourceError(f"{redact_uri(spec.uri)}: OpenCV reads file, network and usb sources only")
+        self.config: FileConfig | NetworkConfig | UsbConfig = spec.config
         self._cap: Any = None
         self._shape: tuple[int, int] | None = None
 
     def _open_capture(self) -> Any:
         cv2 = _cv2()
-        spec = self.spec
-        if spec.kind == "file":
-            if not os.path.isfile(spec.uri):
-                raise SourceError(f"{spec.uri}: no such video file")
+        config = self.config
+        if isinstance(config, FileConfig):
+            if not config.path.is_file():
+                raise SourceError(f"{config.path}: no such video file")
             _quiet_ffmpeg()
-            return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG)
-        if spec.kind == "usb":
-            m = _DEV_RE.match(spec.uri)
+            return cv2.VideoCapture(str(config.path), cv2.CAP_FFMPEG)
+        if isinstance(config, UsbConfig):
+            m = _DEV_RE.match(config.device)
             if m is None:
-                raise SourceError(f"{spec.uri}: not a camera device (expected /dev/videoN or usb:N)")
+                raise SourceError(f"{config.device}: not a camera device (expected /dev/videoN or usb:N)")
             index = int(m.group(1))
-            node = spec.uri if spec.uri.startswith("/dev/") else f"/dev/video{index}"
+            node = config.device if config.device.startswith("/dev/") else f"/dev/video{index}"
             if sys.platform.startswith("linux") and not os.path.exists(node):  # V4L2 index N is /dev/videoN
-                raise SourceError(f"{spec.uri}: no such camera device ({node})")
+                raise SourceError(f"{config.device}: no such camera device ({node})")
             cap = cv2.VideoCapture(index, cv2.CAP_V4L2)
-            for prop, key in (
-                (cv2.CAP_PROP_FRAME_WIDTH, "width"),
-                (cv2.CAP_PROP_FRAME_HEIGHT, "height"),
-                (cv2.CAP_PROP_FPS, "fps"),
+            for prop, value in (
+                (cv2.CAP_PROP_FRAME_WIDTH, config.width),
+                (cv2.CAP_PROP_FRAME_HEIGHT, config.height),
+                (cv2.CAP_PROP_FPS, config.fps),
             ):
-                if key in spec.options:
-                    cap.set(prop, float(spec.options[key]))
+                if value is not None:
+                    cap.set(prop, float(value))
             return cap
-        # network
-        open_timeout = int(spec.options.get("open_timeout_ms", "5000"))
-        timeout = int(spec.options.get("timeout_ms", "2000"))
-        transport = spec.options.get("transport", "tcp")
-        if spec.uri.startswith(("rtsp://", "rtsps://")):
+        open_timeout, timeout, transport = config.open_timeout_ms, config.timeout_ms, config.transport
+        if config.url.lower().startswith(("rtsp://", "rtsps://")):
             # Read once by OpenCV when a capture opens; options apply to every FFmpeg capture in the process.
             os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = f"rtsp_transport;{transport}"
         # Both only work when given at open. A hung stream is noticed after about 3 x timeout_ms (FFmpeg
         # retries twice before read() returns False), a closed connection at once.
         params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, open_timeout, cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout]
         _quiet_ffmpeg()
-        return cv2.VideoCapture(spec.uri, cv2.CAP_FFMPEG, params)
+        return cv2.VideoCapture(config.url, cv2.CAP_FFMPEG, params)
 
     def open(self) -> None:
         cv2 = _cv2()
@@ -124,7 +126,7 @@ class OpenCVSource(Source):
             raise SourceError(f"{redact_uri(self.spec.uri)}: cannot open: {redact(str(exc))}") from None
         if not cap.isOpened():
             cap.release()
-            if self.spec.kind == "file":
+            if isinstance(self.config, FileConfig):
                 raise SourceError(f"{redact_uri(self.spec.uri)}: not a readable video file")
             raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {self._why_not_open()}")
         self._cap = cap
@@ -133,9 +135,9 @@ class OpenCVSource(Source):
         self._shape = (h, w) if w > 0 and h > 0 else None
 
     def _why_not_open(self) -> str:
-        if self.spec.kind == "usb":
+        if not isinstance(self.config, NetworkConfig):
             return "camera cannot be opened"
-        probe_s = min(int(self.spec.options.get("open_timeout_ms", "5000")), 2000) / 1000
+        probe_s = min(self.config.open_timeout_ms, 2000) / 1000
         return "stream cannot be opened" + redact(_why_unavailable(self.spec.uri, probe_s))
 
     def frame_shape(self) -> tuple[int, int] | None:
@@ -148,7 +150,7 @@ class OpenCVSource(Source):
         return fps if 0 < fps < 1000 else None
 
     def frame_count(self) -> int | None:
-        if self._cap is None or self.spec.kind != "file":
+        if self._cap is None or not isinstance(self.config, FileConfig):
             return None
         n = int(self._cap.get(_cv2().CAP_PROP_FRAME_COUNT))
         return n if n > 0 else None

@@ -6,29 +6,25 @@ import numpy as np
 
 from .._errors import SourceError
 from ._base import Source, SourceSpec
+from ._configs import SyntheticConfig
 
 __all__ = ["SyntheticSource"]
 
 
 class SyntheticSource(Source):
-    """Options: ``width`` (640), ``height`` (480), ``fps`` (30), ``frames`` (0 = endless),
-    ``white_after`` (frames from this index on are plain white: a scene change, for testing).
+    """Options (:class:`SyntheticConfig`): ``width`` (640), ``height`` (480), ``fps`` (30), ``frames``
+    (0 = endless), ``white_after`` (frames from this index on are plain white: a scene change, for testing).
 
     It is paced at ``fps`` and behaves as a live camera (drops under pressure) unless ``live=false``.
     """
 
     def __init__(self, spec: SourceSpec) -> None:
         super().__init__(spec)
-        try:
-            self.width = int(spec.options.get("width", "640"))
-            self.height = int(spec.options.get("height", "480"))
-            self.fps = float(spec.options.get("fps", "30"))
-            self.frames = int(spec.options.get("frames", "0"))
-            self.white_after = int(spec.options.get("white_after", "-1"))
-        except ValueError as exc:
-            raise SourceError(f"{spec.uri}: bad option ({exc})") from None
-        if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192) or not 0 < self.fps < 1e4 or self.frames < 0:
-            raise SourceError(f"{spec.uri}: width/height must be 16..8192, fps 0..10000 (not 0), frames >= 0")
+        config = spec.config
+        if not isinstance(config, SyntheticConfig):  # the ranges are the config's
+            raise SourceError(f"{spec.uri}: a synthetic source needs a SyntheticConfig, got {type(config).__name__}")
+        self.width, self.height, self.fps = config.width, config.height, config.fps
+        self.frames, self.white_after = config.frames, config.white_after
         self._n = 0
         self._bars = np.zeros((self.height, self.width, 3), np.uint8)
         colours = np.array(

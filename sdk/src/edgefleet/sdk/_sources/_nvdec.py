@@ -1,5 +1,7 @@
 """NVDEC source (``nvdec:clip.mp4``): frames decoded on the GPU's video engines never touch host memory.
 
+The CUDA pieces it uses (device arrays, memory, streams) are the CUDA layer's, in ``_cuda/``.
+
 By default PyNvVideoCodec's ``Demuxer`` and ``Decoder`` run on the source's own thread. ``?prefetch=N``
 (opt-in, 1..64 frames) hands demuxing and decoding to PyNvVideoCodec's ``ThreadedDecoder``, which works
 N frames ahead on its own C++ thread, so the source's Python thread only takes decoded frames and
@@ -27,12 +29,13 @@ import logging
 import threading
 from typing import Any
 
+from .._cuda._array import DeviceImage
+from .._cuda._memory import device_image_allocator
+from .._cuda._runtime import Stream, check, cudart, driver, use_device
 from .._errors import EdgefleetError, SourceError
 from .._frames import Allocator
-from .._sources._base import Source, SourceSpec
-from ._array import DeviceImage
-from ._memory import device_image_allocator
-from ._runtime import Stream, check, cudart, driver, use_device
+from ._base import Source, SourceSpec
+from ._configs import NvdecConfig
 
 __all__ = ["NvdecSource"]
 
@@ -66,16 +69,10 @@ class NvdecSource(Source):
 
     def __init__(self, spec: SourceSpec) -> None:
         super().__init__(spec)
-        self.ordinal = int(spec.options.get("gpu", "0"))
-        self.matrix = spec.options.get("matrix", "bt601")
-        if self.matrix not in ("bt601", "bt709"):
-            raise SourceError(f"{spec.uri}: option matrix must be bt601 or bt709")
-        try:
-            self.prefetch = int(spec.options.get("prefetch", "0"))
-        except ValueError:
-            raise SourceError(f"{spec.uri}: option prefetch must be an integer") from None
-        if not 0 <= self.prefetch <= 64:
-            raise SourceError(f"{spec.uri}: option prefetch must be 0..64")
+        config = spec.config
+        if not isinstance(config, NvdecConfig):
+            raise SourceError(f"{spec.uri}: an nvdec source needs an NvdecConfig, got {type(config).__name__}")
+        self.ordinal, self.matrix, self.prefetch = config.gpu, config.matrix, config.prefetch
         self._threaded: Any = None
         self._demuxer: Any = None
         self._decoder: Any = None

@@ -160,6 +160,27 @@ def test_a_kill_between_install_and_part_removal_leaves_nothing_behind(tmp_path:
     assert store.installed(sha) is not None
 
 
+def test_a_hosted_pipeline_without_a_result_listener_keeps_running(tmp_path: Path) -> None:
+    """Found by `make demo` after the sinks moved to the seam: without a result listener (no detection
+    events) the host's pipeline queued every result for an iterator nobody read; it stopped after 256."""
+    import time
+
+    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.sdk import PipelineConfig, load_package
+
+    pkg = load_package(yolo_package(tmp_path / "pkg"))
+    config = PipelineConfig(model=pkg.root, sources=("synthetic:?width=64&height=48&fps=400&live=false",))
+    host = PipelineHost("cam", config)  # no listener
+    host.start(pkg)
+    try:
+        deadline = time.monotonic() + 30
+        while host.status()["health"].get("results", 0) < 600 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert host.status()["health"]["results"] >= 600, host.status()
+    finally:
+        host.close()
+
+
 def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(tmp_path: Path) -> None:
     """Read in the code: after the SDK rolled a version back in its health window the host still held the
     rejected package, so a watchdog restart would have started the pipeline on it."""

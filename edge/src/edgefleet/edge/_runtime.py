@@ -56,7 +56,7 @@ class PipelineHost:
         config = self.config.model_copy(update={"model": package.root})
         pipeline = Pipeline.from_config(
             config,
-            on_result=self._result if self._on_result is not None else None,
+            on_result=self._result,  # never None: the pipeline would queue every result for an iterator
             name=self.name,
             services=self.services,
         )

@@ -83,8 +83,8 @@ class AgentConfig(_Strict):
         80_000.0,
         ge=0,
         allow_inf_nan=False,
-        description="Cap on download speed, kilobits/s (0: none). The default, 80 Mbit/s (10 MB/s), keeps a "
-        "download from starving the pipelines of a small device (docs/benchmarks-control-plane.md)",
+        description="Cap on download speed, kilobits/s (0: none). The default, 80 Mbit/s (10 MB/s), limits how "
+        "much a download competes with the pipelines of a small device (docs/benchmarks-control-plane.md)",
     )
     install_nice: int = Field(
         10,

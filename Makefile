@@ -22,7 +22,7 @@ $(STAMP): constraints.txt $(MEMBERS) $(PLUGIN_FILES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt setuptools wheel
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation $(EDITABLE) \
-		-e './sdk[cpu]' -e ./proto -e ./edge -e './cloud[postgres]' \
+		-e './sdk[cpu,quantize]' -e ./proto -e ./edge -e './cloud[postgres]' \
 		pytest pytest-timeout hypothesis mypy ruff types-PyYAML grpc-stubs grpcio-tools onnx motmetrics scipy
 	$(PIP) install -q --disable-pip-version-check -c constraints.txt --no-build-isolation --no-deps \
 		--force-reinstall ./$(PLUGIN)

@@ -78,7 +78,7 @@ def _tolerance(spec: InputSpec, levels: float) -> float:
 @pytest.mark.parametrize("dtype", ["float32", "float16", "uint8"])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("color", ["BGR", "RGB"])
-@pytest.mark.parametrize("resize", ["letterbox", "stretch"])
+@pytest.mark.parametrize("resize", ["letterbox", "stretch", "center_crop"])
 def test_kernel_matches_cpu_reference(gpu: str, dtype: str, layout: str, color: str, resize: str) -> None:
     rng = np.random.default_rng(0)
     images = _images(rng)

@@ -80,3 +80,73 @@ def test_blazeface_runs_through_the_pipeline(faces: Path, photos: Path) -> None:
     assert len(results) == 2
     for r in results:
         assert r.raw is not None and all(np.isfinite(np.asarray(v)).all() for v in r.raw.values())
+
+
+@pytest.fixture(scope="module")
+def opencv_photos() -> Path:
+    out = CACHE / "media" / "opencv-photos"
+    if not (out / ".copyright").exists():
+        env = dict(os.environ, PYTHON=sys.executable)
+        res = subprocess.run(
+            ["bash", str(REPO / "tools/models/build_opencv_photos.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+EDGEFLEET = str(Path(sys.executable).with_name("edgefleet"))
+
+
+def _quantize(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EDGEFLEET, "models", "quantize", *args], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_nanodet_int8_keeps_its_detections_on_held_out_frames(nanodet: Path, clip: Path, tmp_path: Path) -> None:
+    import onnx
+
+    from edgefleet.sdk import load_package
+
+    out = tmp_path / "nanodet-int8"
+    res = _quantize(str(nanodet), "--calibrate", str(clip), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "recall" in res.stdout and "kept in floating point: Pad_3: a Pad whose constant is -inf" in res.stdout
+    pkg = load_package(out)
+    q = pkg.manifest.quantization
+    assert q is not None and q.source == "nanodet-m:1.0.0" and pkg.version == "1.1.0"
+    assert (q.calibration_frames, q.held_out_frames, q.calibration, q.checked_on) == (200, 100, clip.name, clip.name)
+    assert q.recall is not None and q.recall >= 0.95 and q.precision is not None and q.precision >= 0.90
+    assert q.thresholds == {"recall": 0.95, "precision": 0.90}
+    ops = {n.op_type for n in onnx.load(str(pkg.model_path)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    with Pipeline(out, [str(clip)], max_frames=20) as p:
+        people = [d for r in p.results() for d in r.detections if d.label == "person"]
+    assert len(people) > 40  # ~9 people a frame on this clip
+
+
+def test_an_int8_version_below_its_minimum_is_not_written(nanodet: Path, clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nope"
+    res = _quantize(str(nanodet), "--calibrate", str(clip), "--out", str(out), "--frames", "30", "--held-out", "30",
+                    "--min-recall", "0.999")  # fmt: skip
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "below its accuracy check on 30 held-out frames (recall" in res.stderr and "< 0.999" in res.stderr
+    assert not out.exists() and not any(tmp_path.iterdir())  # not even the staging folder
+
+
+def test_efficientnet_int8_top1_agreement_on_photos(efficientnet: Path, opencv_photos: Path, tmp_path: Path) -> None:
+    from edgefleet.sdk import load_package
+
+    out = tmp_path / "eff-int8"
+    res = _quantize(str(efficientnet), "--calibrate", str(opencv_photos), "--out", str(out), "--min-top1", "0.7")
+    assert res.returncode == 0, res.stderr
+    q = load_package(out).manifest.quantization
+    assert q is not None and q.held_out_frames == 21 and q.calibration_frames == 42  # 63 photos: 2/3, 1/3
+    assert q.top1_agreement is not None and q.top1_agreement >= 0.7
+    assert q.top1_agreement_confident is not None and q.top1_agreement_confident >= 0.8
+    assert q.recall is None and q.thresholds == {"top1_agreement": 0.7}

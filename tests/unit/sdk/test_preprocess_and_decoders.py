@@ -59,6 +59,24 @@ def test_cpu_preprocess_matches_a_plain_numpy_reference() -> None:
     assert (t.pad_x, t.pad_y) == (0, 16)
 
 
+def test_center_crop_fills_the_input_and_keeps_the_middle() -> None:
+    """What Ultralytics (torchvision's Resize + CenterCrop) does to a classifier's input: the short side
+    fills the input, the long side's ends are cut off; boxes map back through the negative pads."""
+    import cv2
+
+    spec = _spec(resize="center_crop")
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 255, (48, 96, 3), dtype=np.uint8)  # 2:1 -> resized 128x64, centre 64 kept
+    t = compute_transform(96, 48, spec)
+    assert (t.pad_x, t.pad_y, t.resized) == (-32, 0, (128, 64))
+    buf = InputBuffer(np.zeros((1, 3, 64, 64), np.float32), 1)
+    CpuPreprocessor(spec)(img, buf, 0)
+    ref = cv2.resize(img, (128, 64), interpolation=cv2.INTER_LINEAR)[:, 32:96, ::-1]
+    np.testing.assert_array_equal(buf.array[0], ref.transpose(2, 0, 1).astype(np.float32))
+    # the input's left edge is source column 24, its right edge column 72
+    np.testing.assert_allclose(t.to_source(np.array([[0, 0, 64, 64]], np.float32)), [[24, 0, 72, 48]])
+
+
 def test_identity_model_sees_exactly_the_preprocessed_frame(toy_models: dict[str, Path]) -> None:
     model = load_model(load_package(toy_models["identity"]), max_batch=2)
     buf = model.acquire_buffer(1.0)

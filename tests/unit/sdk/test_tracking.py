@@ -18,7 +18,7 @@ from edgefleet.sdk._analytics._assign import _match_sparse, iou_pairs, match
 from edgefleet.sdk._analytics._bytetrack import ByteTracker, FrameDetections, TrackerParams
 from edgefleet.sdk._analytics._kalman import KalmanBoxes
 from edgefleet.sdk._analytics._track import TrackConfig, TrackStage
-from edgefleet.sdk._results import Detection, Result
+from edgefleet.sdk._results import Detection, Keypoint, Mask, Result
 from tests.support import scenes as S
 
 # --- the Kalman filter ------------------------------------------------------------------------------
@@ -323,6 +323,7 @@ def _sample(f: dataclasses.Field[object]) -> object:
     """A value other than the default for every field: a field ``with_track`` forgets shows."""
     samples = {"box": (1.0, 2.0, 3.0, 4.0), "score": 0.5, "class_id": 3, "label": "x"}
     samples |= {"track_id": 1, "track_age": 2, "track_state": "new"}
+    samples |= {"mask": Mask(polygons=((1.0, 2.0, 3.0, 4.0, 5.0, 6.0),)), "keypoints": (Keypoint(1.0, 2.0, 0.5),)}
     assert f.name in samples, f"Detection.{f.name} is new: give it a non-default sample here, keep it in with_track"
     return samples[f.name]
 

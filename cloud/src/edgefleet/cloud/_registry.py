@@ -96,7 +96,7 @@ class ArtifactStore:
                 require_signature=not allow_unsigned,
                 unpack_dir=unpack,
             )
-            check_model_file(pkg.root, pkg.manifest, "artifact")
+            check_model_file(pkg.root, pkg.manifest, "artifact", pkg.labels)
         except EdgefleetError as exc:
             raise RegistryError(
                 str(exc).replace(str(upload.path), "artifact").replace(str(unpack), "artifact")

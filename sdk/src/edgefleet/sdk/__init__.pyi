@@ -36,6 +36,7 @@ from ._errors import ManifestError as ManifestError
 from ._errors import ModelMismatchError as ModelMismatchError
 from ._errors import ModelPackageError as ModelPackageError
 from ._errors import PipelineError as PipelineError
+from ._errors import QuantizationError as QuantizationError
 from ._errors import SignatureError as SignatureError
 from ._errors import SinkError as SinkError
 from ._errors import SourceError as SourceError
@@ -47,12 +48,19 @@ from ._metrics import StageStats as StageStats
 from ._metrics import StreamStats as StreamStats
 from ._package import ModelPackage as ModelPackage
 from ._package import load_package as load_package
+from ._packaging import bump_package as bump_package
+from ._packaging import init_package as init_package
+from ._packaging import pack_package as pack_package
+from ._packaging import quantize_package as quantize_package
+from ._packaging import verify_package as verify_package
 from ._pipeline import Pipeline as Pipeline
 from ._redact import redact_uri as redact_uri
 from ._results import AnalyticsEvent as AnalyticsEvent
 from ._results import Classification as Classification
 from ._results import Detection as Detection
 from ._results import EndedTrack as EndedTrack
+from ._results import Keypoint as Keypoint
+from ._results import Mask as Mask
 from ._results import RegionCounts as RegionCounts
 from ._results import Result as Result
 from ._signing import generate_signing_key as generate_signing_key

@@ -193,6 +193,23 @@ def _child(argv: list[str]) -> None:
     print(json.dumps(res))
 
 
+def _measure(name: str, mode: str, model: Path, source: Path, opts: dict[str, Any], extra: list[str]) -> dict[str, Any]:
+    """One mode in a fresh process; its JSON line."""
+    cmd = [sys.executable, "-m", "edgefleet.sdk._bench", mode, "--model", str(model), "--source", str(source)]
+    for key in ("frames", "batch", "streams", "device"):
+        value = opts[key] if key != "batch" or mode != "naive" else 1
+        cmd += [f"--{key}", str(value)]
+    proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        from ._errors import EdgefleetError
+
+        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        said = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
+        raise EdgefleetError(f"bench mode {name} failed: {(said or lines)[-1].strip()}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run_bench(
     *,
     model: Path,
@@ -203,11 +220,15 @@ def run_bench(
     device: str,
     as_json: bool,
     out: Path | None,
+    compare: Path | None = None,
 ) -> dict[str, Any]:
+    """The modes for ``model`` and, with ``compare`` (another version of it, e.g. its INT8 one from
+    ``models quantize``), its raw, naive and pipeline modes too, in the same run; ratios side by side."""
     from ._errors import ConfigError, SourceError
     from ._package import load_package
 
     load_package(model)  # clear errors before spending time
+    other = load_package(compare) if compare is not None else None
     if not source.is_file():
         raise SourceError(f"{source}: no such video file")
     for name, value in (("--frames", frames), ("--batch", batch), ("--streams", streams)):
@@ -217,76 +238,54 @@ def run_bench(
         raise ConfigError(f"--device must be cpu or cuda:N, got {device!r}")
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out}: is a folder; give a file name such as {out / 'bench.json'}")
+    opts = {"frames": frames, "batch": batch, "streams": streams, "device": device}
     results: dict[str, Any] = {}
-    # (name, mode, extra arguments); the single-worker pipeline shows what the parallel workers add
-    runs = [
-        ("raw", "raw", []),
-        ("naive", "naive", []),
-        ("pipeline", "pipeline", []),
-        ("pipeline_one_worker", "pipeline", ["--workers", "1"]),
+    # (name, mode, model, extra arguments); the single-worker pipeline shows what the parallel workers add
+    runs: list[tuple[str, str, Path, list[str]]] = [
+        ("raw", "raw", model, []),
+        ("naive", "naive", model, []),
+        ("pipeline", "pipeline", model, []),
+        ("pipeline_one_worker", "pipeline", model, ["--workers", "1"]),
     ]
-    for name, mode, extra in runs:
+    if compare is not None:
+        runs += [(f"compare_{m}", m, compare, []) for m in ("raw", "naive", "pipeline")]
+    for name, mode, pkg, extra in runs:
         if not as_json:
             print(f"measuring {name} ...", file=sys.stderr)
-        cmd = [
-            sys.executable,
-            "-m",
-            "edgefleet.sdk._bench",
-            mode,
-            "--model",
-            str(model),
-            "--source",
-            str(source),
-            "--frames",
-            str(frames),
-            "--batch",
-            str(batch if mode != "naive" else 1),
-            "--streams",
-            str(streams),
-            "--device",
-            device,
-            *extra,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            from ._errors import EdgefleetError
-
-            lines = proc.stderr.strip().splitlines() or ["(no output)"]
-            said = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
-            raise EdgefleetError(f"bench mode {name} failed: {(said or lines)[-1].strip()}")
-        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    report = {
-        "command": " ".join(
-            [
-                "edgefleet",
-                "bench",
-                "--model",
-                str(model),
-                "--source",
-                str(source),
-                "--frames",
-                str(frames),
-                "--batch",
-                str(batch),
-                "--streams",
-                str(streams),
-                "--device",
-                device,
-            ]
-        ),
+        results[name] = _measure(name, mode, pkg, source, opts, extra)
+    command = ["edgefleet", "bench", "--model", str(model), "--source", str(source), "--frames", str(frames)]
+    command += ["--batch", str(batch), "--streams", str(streams), "--device", device]
+    if compare is not None:
+        command += ["--compare", str(compare)]
+    fps = {k: v["fps"] for k, v in results.items()}
+    ratios = {
+        "pipeline_over_naive": fps["pipeline"] / fps["naive"],
+        "pipeline_over_raw": fps["pipeline"] / fps["raw"],
+        "pipeline_one_worker_over_naive": fps["pipeline_one_worker"] / fps["naive"],
+    }
+    report: dict[str, Any] = {
+        "command": " ".join(command),
         "machine": {
             "python": platform.python_version(),
             "cpu": platform.processor() or platform.machine(),
             "cores": _cores(),
         },
         "results": results,
-        "ratios": {
-            "pipeline_over_naive": results["pipeline"]["fps"] / results["naive"]["fps"],
-            "pipeline_over_raw": results["pipeline"]["fps"] / results["raw"]["fps"],
-            "pipeline_one_worker_over_naive": results["pipeline_one_worker"]["fps"] / results["naive"]["fps"],
-        },
-        "load_average_at_end": _loadavg(),
+        "ratios": ratios,
     }
+    if other is not None:
+        ratios.update(
+            compare_pipeline_over_naive=fps["compare_pipeline"] / fps["naive"],
+            compare_pipeline_over_pipeline=fps["compare_pipeline"] / fps["pipeline"],
+            compare_naive_over_naive=fps["compare_naive"] / fps["naive"],
+            compare_raw_over_raw=fps["compare_raw"] / fps["raw"],
+        )
+        q = other.manifest.quantization
+        report["compare"] = {
+            "ref": other.ref,
+            "quantization": q.model_dump(mode="json", exclude_none=True) if q is not None else None,
+        }
+    report["load_average_at_end"] = _loadavg()
     text = json.dumps(report, indent=2)
     print(text, flush=True)  # first: a file that cannot be written must not lose the figures
     if out is not None:

@@ -148,6 +148,7 @@ class ResultStage:
                 d.detections,
                 d.classifications,
                 {k: v[i] for k, v in batch.outputs.items()} if self.keep_raw and d.raw is None else d.raw,
+                source=frame.source,
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]

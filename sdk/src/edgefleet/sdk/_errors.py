@@ -10,7 +10,8 @@ one type. Foreign errors (ONNX Runtime, OpenCV, PyAV) are translated where they 
     │   ├── ManifestError          manifest.yaml missing or invalid
     │   ├── IntegrityError         a file is missing, truncated or its sha256 differs
     │   ├── SignatureError         the signature is missing, malformed or does not verify
-    │   └── ModelMismatchError     the model's real inputs/outputs contradict the manifest
+    │   ├── ModelMismatchError     the model's real inputs/outputs contradict the manifest
+    │   └── QuantizationError      an INT8 version could not be made, or fell below its accuracy check
     ├── SourceError            a source URI is invalid or the source cannot be opened
     ├── BackendError           an inference backend failed to load or run
     │   └── BackendUnavailableError  the backend's library is not installed (names the extra)
@@ -34,6 +35,7 @@ __all__ = [
     "ModelMismatchError",
     "ModelPackageError",
     "PipelineError",
+    "QuantizationError",
     "SignatureError",
     "SinkError",
     "SourceError",
@@ -66,6 +68,10 @@ class SignatureError(ModelPackageError):
 
 class ModelMismatchError(ModelPackageError):
     """The model's real input/output tensors contradict the manifest."""
+
+
+class QuantizationError(ModelPackageError):
+    """An INT8 version could not be made, or fell below the accuracy it was held to (nothing is written)."""
 
 
 class SourceError(EdgefleetError):

@@ -121,6 +121,7 @@ class Frame:
     """A decoded frame: a view of a pool slot plus where and when it came from.
 
     ``image`` is BGR uint8 (H, W, 3). It is only valid until :meth:`release`; copy it to keep it.
+    ``source``: what it was read from, credentials redacted (a folder's frames each name their file).
     """
 
     stream_id: str
@@ -130,6 +131,7 @@ class Frame:
     image: np.ndarray
     slot: FrameSlot | None = None
     released: bool = field(default=False)
+    source: str = ""
 
     @property
     def width(self) -> int:

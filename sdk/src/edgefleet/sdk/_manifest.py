@@ -30,6 +30,7 @@ __all__ = [
     "InputSpec",
     "Manifest",
     "OutputSpec",
+    "QuantizationSpec",
     "SignatureSpec",
     "canonical_bytes",
     "format_validation_error",
@@ -45,6 +46,12 @@ _SEMVER_RE = re.compile(
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+
+
+def _sha256(v: str) -> str:
+    if not _SHA256_RE.match(v):
+        raise ValueError("must be 64 lowercase hex digits")
+    return v
 
 
 class _Strict(BaseModel):
@@ -68,7 +75,11 @@ class InputSpec(_Strict):
     color: Literal["BGR", "RGB"] = "RGB"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    resize: Literal["letterbox", "stretch"] = "letterbox"
+    resize: Literal["letterbox", "stretch", "center_crop"] = Field(
+        "letterbox",
+        description="letterbox: fit inside, aspect kept, padded; stretch: to the input size; center_crop: "
+        "fill the input, aspect kept, the centre cut out (classifiers trained that way)",
+    )
     pad_value: float = Field(0.0, description="Raw pixel value of the letterbox padding")
 
     @field_validator("shape")
@@ -84,6 +95,27 @@ class InputSpec(_Strict):
         if any(s == 0 for s in v):
             raise ValueError("std must not contain 0")
         return v
+
+    @model_validator(mode="after")
+    def _check_layout(self) -> InputSpec:
+        """Frames have 3 channels, so the layout's channel dimension must be 3, and the preprocessing
+        needs a fixed height and width. A layout that does not fit the shape (NCHW declared for an NHWC
+        model) would otherwise feed the model scrambled pixels and give wrong results without a word."""
+        nchw = self.layout == "NCHW"
+        at, other = (1, 3) if nchw else (3, 1)
+        if self.shape[at] != 3:
+            hint = ""
+            if self.shape[other] == 3:
+                hint = f" (dimension {other} is 3: is the model {'NHWC' if nchw else 'NCHW'}?)"
+            raise ValueError(
+                f"layout {self.layout} puts the colour channels at dimension {at} of {list(self.shape)}, "
+                f"which is {self.shape[at]}; frames have 3 channels{hint}"
+            )
+        if self.height < 1 or self.width < 1:
+            raise ValueError(
+                f"height and width must be fixed numbers (the frames are resized to them), got {list(self.shape)}"
+            )
+        return self
 
     @property
     def height(self) -> int:
@@ -137,9 +169,7 @@ class FileEntry(_Strict):
     @field_validator("sha256")
     @classmethod
     def _check_sha(cls, v: str) -> str:
-        if not _SHA256_RE.match(v):
-            raise ValueError("must be 64 lowercase hex digits")
-        return v
+        return _sha256(v)
 
 
 class EngineSpec(_Strict):
@@ -169,6 +199,40 @@ class GoldenSpec(_Strict):
         return _relative_file(v)
 
 
+class QuantizationSpec(_Strict):
+    """How an INT8 version was made from its FP32 source and how close it stayed (``models quantize``).
+
+    ``recall`` / ``precision``: detections of the source matched by this version's (same class, IoU >=
+    0.5) over the source's, and over this version's, on ``held_out_frames`` frames not used in
+    calibration; ``top1_agreement`` for a classifier (and over the frames FP32 is sure of). ``thresholds``:
+    the minimums it was held to."""
+
+    method: Literal["onnxruntime-static-qdq"] = "onnxruntime-static-qdq"
+    tool: str = Field(description="The quantizer and its version, e.g. onnxruntime 1.32.0")
+    weights: Literal["int8"] = "int8"
+    activations: Literal["uint8", "int8"] = "uint8"
+    calibration_method: str
+    source: str = Field(description="name:version of the FP32 package")
+    source_sha256: str = Field(description="sha256 of the FP32 model file")
+    calibration: str = Field(description="What it was calibrated on (file or folder name)")
+    checked_on: str = Field(description="What the held-out frames came from (file or folder name)")
+    calibration_frames: int = Field(ge=1)
+    held_out_frames: int = Field(ge=1)
+    recall: float | None = Field(None, ge=0, le=1)
+    precision: float | None = Field(None, ge=0, le=1)
+    top1_agreement: float | None = Field(None, ge=0, le=1)
+    top1_agreement_confident: float | None = Field(
+        None, ge=0, le=1, description="top1_agreement over the frames where FP32's best score is >= 0.5"
+    )
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    left_in_float: tuple[str, ...] = Field((), description="Nodes kept in floating point, and why not INT8")
+
+    @field_validator("source_sha256")
+    @classmethod
+    def _check_sha(cls, v: str) -> str:
+        return _sha256(v)
+
+
 class SignatureSpec(_Strict):
     algorithm: Literal["ed25519"] = "ed25519"
     key_id: str
@@ -181,7 +245,7 @@ class Manifest(_Strict):
     format: Literal["edgefleet.model/v1"]
     name: str
     version: str
-    task: Literal["detection", "classification", "raw"]
+    task: Literal["detection", "segmentation", "pose", "classification", "raw"]
     description: str = ""
     license: str | None = None
     model: str
@@ -192,6 +256,7 @@ class Manifest(_Strict):
     files: dict[str, FileEntry] = Field(min_length=1)
     engines: dict[str, EngineSpec] = Field(default_factory=dict)
     golden: GoldenSpec | None = None
+    quantization: QuantizationSpec | None = None
     signature: SignatureSpec | None = None
 
     @field_validator("name")

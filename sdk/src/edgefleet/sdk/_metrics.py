@@ -133,6 +133,7 @@ class StreamMetrics:
         self.frames_in = RateMeter()
         self.results = RateMeter()
         self.dropped = 0
+        self.skipped = 0  # inputs a finite source passed over (a folder's unreadable or non-image files)
         self.reconnects = 0
         self.outages = 0
         self.outage_seconds = 0.0
@@ -180,6 +181,7 @@ class StreamMetrics:
             failed=self.failed,
             recent_error=recent[0] if recent else None,
             recent_error_at=recent[1] if recent else None,
+            skipped=self.skipped,
         )
 
 
@@ -223,6 +225,7 @@ class StreamStats:
     failed: bool = False  # the stream ended on an error (last_error says which)
     recent_error: str | None = None  # the latest error, kept after the stream recovers
     recent_error_at: float | None = None  # when recent_error happened (Unix time, seconds)
+    skipped: int = 0  # files an image folder passed over (unreadable, or not images), one warning each
 
 
 @dataclass(frozen=True)

@@ -10,18 +10,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._backends import Backend, BackendConfig, InputBuffer, OnnxRuntimeConfig, create_backend
 from ._decoders import DecodeContext, Decoder, build_decoder
 from ._errors import EdgefleetError
 from ._manifest import Manifest
 from ._metrics import CopyCounter
-from ._onnx_check import check_tensors
+from ._onnx_check import check_dry_run, check_tensors
 from ._package import ModelPackage
 from ._preprocess import Preprocessor, make_preprocessor
 
-__all__ = ["LoadedModel", "ModelLease", "ModelSlot", "check_io", "load_model"]
+__all__ = ["LoadedModel", "ModelLease", "ModelSlot", "check_io", "load_model", "resolve_outputs"]
 
 _log = logging.getLogger(__name__)
 
@@ -29,6 +29,18 @@ _log = logging.getLogger(__name__)
 def check_io(manifest: Manifest, backend: Backend, source: str) -> None:
     """Refuse a model whose real tensors contradict its manifest, naming both sides."""
     check_tensors(manifest, backend.inputs, backend.outputs, source)
+
+
+def resolve_outputs(
+    manifest: Manifest, backend: Backend, buffer: InputBuffer, source: str
+) -> dict[str, tuple[int, ...]]:
+    """Every output's real shape (batch dimension -1). Where the model leaves a dimension symbolic (so
+    :func:`check_io` could not compare it), one dry run on ``buffer`` resolves it and it is compared with
+    the manifest; a model whose shapes are all in its graph is not run."""
+    static = {o.name: (-1, *o.shape[1:]) if o.shape else o.shape for o in backend.outputs}
+    if all(d > 0 for shape in static.values() for d in shape[1:]):
+        return static
+    return check_dry_run(manifest, backend.infer(buffer, 1), source)
 
 
 @dataclass
@@ -40,6 +52,8 @@ class LoadedModel:
     max_batch: int
     buffers: queue.Queue[InputBuffer]
     warmup_ms: float = 0.0
+    #: every output's real shape, batch dimension -1 (see :func:`resolve_outputs`)
+    output_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
@@ -115,6 +129,12 @@ def load_model(
             if max_batch > fixed:
                 _log.warning("%s takes batch %d; max batch %d lowered to %d", package.ref, fixed, max_batch, fixed)
             batch = min(max_batch, fixed)
+        pool: queue.Queue[InputBuffer] = queue.Queue()
+        count = 2 + workers if buffers is None else max(2, buffers)
+        allocated = [backend.allocate_input(batch) for _ in range(count)]
+        for buf in allocated:
+            pool.put_nowait(buf)
+        shapes = resolve_outputs(manifest, backend, allocated[0], str(package.root))
         decoder = build_decoder(
             DecodeContext(
                 params=manifest.decoder.params(),
@@ -122,17 +142,13 @@ def load_model(
                 labels=package.labels,
                 output_names=tuple(o.name for o in backend.outputs),
                 overrides=dict(overrides or {}),
+                output_shapes=shapes,
             )
         )
-        pool: queue.Queue[InputBuffer] = queue.Queue()
-        count = 2 + workers if buffers is None else max(2, buffers)
-        allocated = [backend.allocate_input(batch) for _ in range(count)]
-        for buf in allocated:
-            pool.put_nowait(buf)
         preprocess = make_preprocessor(manifest.input, allocated[0].device, copies)
         for f in decoder.candidate_filters() if gpu_filters else []:  # on a GPU: only what the decoder reads
             backend.filter_candidates(f)
-        model = LoadedModel(package, backend, preprocess, decoder, batch, pool)
+        model = LoadedModel(package, backend, preprocess, decoder, batch, pool, output_shapes=shapes)
         if warmup:
             buf = pool.get_nowait()
             try:

@@ -11,15 +11,24 @@ operator or opset that the agent's ONNX Runtime does not support; the agent's lo
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._errors import ModelMismatchError, ModelPackageError
 from ._manifest import Manifest
 
-__all__ = ["ENGINE_SUFFIXES", "GraphTensor", "check_model_file", "check_tensors", "read_graph_interface"]
+__all__ = [
+    "ENGINE_SUFFIXES",
+    "GraphTensor",
+    "ModelInterface",
+    "check_dry_run",
+    "check_model_file",
+    "check_tensors",
+    "read_graph_interface",
+    "read_model_interface",
+]
 
 # Model files that are not ONNX protobuf: TensorRT engines (the tensorrt backend loads them as they are)
 # and ONNX Runtime's flatbuffer format.
@@ -44,7 +53,7 @@ _ELEM_TYPES = {
     16: "bfloat16",
 }
 # Wire types of the ModelProto / GraphProto fields this reader relies on: a different one is corruption.
-_MODEL_FIELDS = {1: _VARINT, 7: _LEN, 8: _LEN}
+_MODEL_FIELDS = {1: _VARINT, 7: _LEN, 8: _LEN, 14: _LEN}
 _GRAPH_FIELDS = {1: _LEN, 5: _LEN, 11: _LEN, 12: _LEN, 15: _LEN}
 
 
@@ -63,6 +72,18 @@ class GraphTensor:
     name: str
     shape: tuple[int, ...] | None
     dtype: str
+
+
+@dataclass(frozen=True)
+class ModelInterface:
+    """What an ONNX file says about itself without running it: its real inputs and outputs, the
+    ``metadata_props`` its exporter wrote (Ultralytics puts ``names``, ``imgsz``, ``task`` ... there) and
+    the version of the default operator set it imports (0 when it imports none by that domain)."""
+
+    inputs: tuple[GraphTensor, ...]
+    outputs: tuple[GraphTensor, ...]
+    metadata: dict[str, str]
+    opset: int
 
 
 class _Tensor(Protocol):
@@ -223,10 +244,33 @@ def _graph(r: _Reader) -> tuple[list[GraphTensor], list[GraphTensor]]:
     return [i for i in inputs if i.name not in initializers], outputs
 
 
-def _model(buf: bytes | mmap.mmap) -> tuple[list[GraphTensor], list[GraphTensor]]:
-    r = _Reader(buf, 0, len(buf), {7: "the graph", 8: "an opset import"})
+def _entry(r: _Reader) -> tuple[str, str]:
+    """StringStringEntryProto (a metadata_props item): key (1), value (2)."""
+    key = value = ""
+    for field, wire, start in r.fields():
+        if field == 1 and wire == _LEN:
+            key = _text(r, start)
+        elif field == 2 and wire == _LEN:
+            value = _text(r, start)
+    return key, value
+
+
+def _opset(r: _Reader) -> tuple[str, int]:
+    """OperatorSetIdProto: domain (1), version (2)."""
+    domain, version = "", 0
+    for field, wire, value in r.fields():
+        if field == 1 and wire == _LEN:
+            domain = _text(r, value)
+        elif field == 2 and wire == _VARINT:
+            version = value
+    return domain, version
+
+
+def _model(buf: bytes | mmap.mmap) -> ModelInterface:
+    r = _Reader(buf, 0, len(buf), {7: "the graph", 8: "an opset import", 14: "a metadata entry"})
     ir_version = 0
-    opsets = 0
+    opsets: dict[str, int] = {}
+    metadata: dict[str, str] = {}
     graph: tuple[list[GraphTensor], list[GraphTensor]] | None = None
     try:
         for field, wire, value in r.fields():
@@ -234,7 +278,11 @@ def _model(buf: bytes | mmap.mmap) -> tuple[list[GraphTensor], list[GraphTensor]
             if field == 1:
                 ir_version = value
             elif field == 8:
-                opsets += 1
+                domain, version = _opset(_sub(r, value))
+                opsets[domain] = version
+            elif field == 14:
+                key, text = _entry(_sub(r, value))
+                metadata[key] = text
             elif field == 7:
                 graph = _graph(_sub(r, value, {1: "a node", 5: "a weight", 11: "an input", 12: "an output"}))
     except _UnreadableError as exc:
@@ -245,19 +293,28 @@ def _model(buf: bytes | mmap.mmap) -> tuple[list[GraphTensor], list[GraphTensor]
         raise _UnreadableError("it has no ir_version")
     if graph is None:
         raise _UnreadableError("it has no graph")
-    if opsets == 0:
+    if not opsets:
         raise _UnreadableError("it imports no operator set")
-    return graph
+    opset = opsets.get("", opsets.get("ai.onnx", 0))
+    return ModelInterface(tuple(graph[0]), tuple(graph[1]), metadata, opset)
 
 
 def read_graph_interface(path: Path) -> tuple[list[GraphTensor], list[GraphTensor]]:
     """The graph's real inputs (initializers left out) and its outputs, read from the ONNX file at ``path``.
 
     Raises :class:`ModelPackageError` saying why when the file is not a readable ONNX model."""
+    info = _read(path, str(path))
+    return list(info.inputs), list(info.outputs)
+
+
+def read_model_interface(path: Path) -> ModelInterface:
+    """Inputs, outputs, metadata and opset of the ONNX file at ``path`` (see :class:`ModelInterface`).
+
+    Raises :class:`ModelPackageError` saying why when the file is not a readable ONNX model."""
     return _read(path, str(path))
 
 
-def _read(path: Path, name: str) -> tuple[list[GraphTensor], list[GraphTensor]]:
+def _read(path: Path, name: str) -> ModelInterface:
     try:
         with path.open("rb") as f:
             if f.seek(0, 2) == 0:
@@ -278,6 +335,17 @@ def _dims_agree(declared: tuple[int, ...], real: tuple[int, ...]) -> bool:
     return all(d == -1 or r in (-1, d) for d, r in zip(declared, real, strict=True))
 
 
+def _layout_hint(layout: str, real: tuple[int, ...]) -> str:
+    """Why the shapes differ when the model's input has its 3 colour channels where the other layout
+    keeps them."""
+    if len(real) != 4:
+        return ""
+    at, other, name = (1, 3, "NHWC") if layout == "NCHW" else (3, 1, "NCHW")
+    if real[other] == 3 and real[at] != 3:
+        return f" (input.layout is {layout}, but the model's input is {name}: channels at dimension {other})"
+    return ""
+
+
 def check_tensors(manifest: Manifest, inputs: Sequence[_Tensor], outputs: Sequence[_Tensor], source: str) -> None:
     """Refuse a model whose tensors contradict its manifest, naming both sides. A shape of None (not
     declared in the graph) is not compared; the input is ``inputs[0]``."""
@@ -287,7 +355,8 @@ def check_tensors(manifest: Manifest, inputs: Sequence[_Tensor], outputs: Sequen
         raise ModelMismatchError(f"{source}: manifest input is {spec.name!r}, the model's is {real_in.name!r}")
     if real_in.shape is not None and not _dims_agree(spec.shape, real_in.shape):
         raise ModelMismatchError(
-            f"{source}: manifest input {spec.name} has shape {list(spec.shape)}, the model's is {list(real_in.shape)}"
+            f"{source}: manifest input {spec.name} has shape {list(spec.shape)}, the model's is "
+            f"{list(real_in.shape)}{_layout_hint(spec.layout, real_in.shape)}"
         )
     if real_in.dtype != spec.dtype:
         raise ModelMismatchError(f"{source}: manifest input dtype is {spec.dtype}, the model's is {real_in.dtype}")
@@ -304,19 +373,66 @@ def check_tensors(manifest: Manifest, inputs: Sequence[_Tensor], outputs: Sequen
             )
 
 
-def check_model_file(root: Path, manifest: Manifest, source: str | None = None) -> None:
+def check_dry_run(manifest: Manifest, outputs: Mapping[str, Any], source: str) -> dict[str, tuple[int, ...]]:
+    """Compare the output shapes of a real run with the manifest: a dimension the graph leaves symbolic
+    (an exporter's ``anchors``) is only known once the model ran, and the manifest's figure for it must
+    be right (a decoder sizes its work from it). The batch dimension is not compared (a dry run has one
+    row). Returns every output's shape as run, its batch dimension as -1."""
+    real: dict[str, tuple[int, ...]] = {}
+    for name, value in outputs.items():
+        shape = tuple(int(d) for d in getattr(value, "shape", ()))
+        real[name] = (-1, *shape[1:]) if shape else shape
+    for out in manifest.outputs:
+        got = real.get(out.name)
+        if got is None:
+            continue
+        if len(got) != len(out.shape) or any(d not in (-1, g) for d, g in zip(out.shape[1:], got[1:], strict=False)):
+            raise ModelMismatchError(
+                f"{source}: manifest output {out.name} has shape {list(out.shape)}, the model's is {list(got)} "
+                "when it runs (the graph leaves that dimension symbolic; declare what the model produces)"
+            )
+    return real
+
+
+def check_model_file(
+    root: Path, manifest: Manifest, source: str | None = None, labels: Sequence[str] | None = None
+) -> None:
     """Check the package's model file without running it: a readable ONNX model with one image input whose
-    inputs and outputs match the manifest. A TensorRT engine or ``.ort`` file is left to the agent.
+    inputs and outputs match the manifest, and a decoder that fits those outputs (:func:`check_decoder`).
+    A TensorRT engine or ``.ort`` file is left to the agent.
 
     ``source`` names the package in messages (default: ``root``). Raises :class:`ModelPackageError`
-    (unreadable model) or :class:`ModelMismatchError` (tensors contradict the manifest)."""
+    (unreadable model), :class:`ModelMismatchError` (tensors contradict the manifest) or
+    :class:`DecoderError` (the decoder's parameters do not fit)."""
     where = str(root) if source is None else source
     if manifest.model.lower().endswith(ENGINE_SUFFIXES):
         return
-    inputs, outputs = _read(root / manifest.model, f"{where}: {manifest.model}")
+    info = _read(root / manifest.model, f"{where}: {manifest.model}")
+    inputs, outputs = info.inputs, info.outputs
     if len(inputs) != 1:
         raise ModelMismatchError(
             f"{where}: {manifest.model} must take one image input, it takes {len(inputs)} "
             f"({', '.join(i.name for i in inputs) or 'none'})"
         )
     check_tensors(manifest, inputs, outputs, f"{where}: {manifest.model}")
+    check_decoder(manifest, labels, outputs)
+
+
+def check_decoder(manifest: Manifest, labels: Sequence[str] | None, outputs: Sequence[_Tensor]) -> None:
+    """Build the manifest's decoder against the model's real outputs, as loading it would: its parameters
+    (strict), the outputs it reads and how they fit the head. A decoder type this process does not know
+    (an application's own, registered where the model runs) is left to the device. ``labels``: the
+    package's, when they are at hand (None: the label count is not checked)."""
+    from ._decoders import DecodeContext, build_decoder, decoder_names
+
+    if manifest.decoder.type not in decoder_names():
+        return
+    build_decoder(
+        DecodeContext(
+            params=manifest.decoder.params(),
+            manifest=manifest,
+            labels=tuple(labels or ()),
+            output_names=tuple(o.name for o in outputs),
+            output_shapes={o.name: (-1, *o.shape[1:]) for o in outputs if o.shape},
+        )
+    )

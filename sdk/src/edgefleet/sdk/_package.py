@@ -18,7 +18,7 @@ from ._errors import IntegrityError, ManifestError, SignatureError
 from ._manifest import Manifest, read_manifest
 from ._signing import PublicKey, verify_manifest
 
-__all__ = ["ModelPackage", "file_sha256", "load_package"]
+__all__ = ["ModelPackage", "file_sha256", "load_package", "read_labels"]
 
 _log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
@@ -104,7 +104,11 @@ def _read_labels(root: Path, manifest: Manifest) -> tuple[str, ...]:
         return ()
     if isinstance(manifest.labels, tuple):
         return manifest.labels
-    path = root / manifest.labels
+    return read_labels(root / manifest.labels)
+
+
+def read_labels(path: Path) -> tuple[str, ...]:
+    """A labels file: one label per line, UTF-8, blank lines skipped. Raises :class:`ManifestError`."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -91,10 +91,14 @@ class CpuPreprocessor:
         t = self.transform_for(w, h)
         canvas = self._canvas(t)
         rw, rh = t.resized
-        region = canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw]
-        if (rw, rh) == (w, h):
-            np.copyto(region, image)
+        if t.pad_x < 0 or t.pad_y < 0:  # centre crop: resize whole, keep the middle
+            resized = self._cv2.resize(image, (rw, rh), interpolation=self._cv2.INTER_LINEAR)
+            x0, y0 = max(0, -t.pad_x), max(0, -t.pad_y)
+            np.copyto(canvas, resized[y0 : y0 + t.dst_h, x0 : x0 + t.dst_w])
+        elif (rw, rh) == (w, h):
+            np.copyto(canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw], image)
         else:
+            region = canvas[t.pad_y : t.pad_y + rh, t.pad_x : t.pad_x + rw]
             self._cv2.resize(image, (rw, rh), dst=region, interpolation=self._cv2.INTER_LINEAR)
         spec = self.spec
         if spec.dtype == "uint8":

@@ -8,12 +8,59 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AnalyticsEvent", "Classification", "Detection", "EndedTrack", "RegionCounts", "Result"]
+__all__ = [
+    "AnalyticsEvent",
+    "Classification",
+    "Detection",
+    "EndedTrack",
+    "Keypoint",
+    "Mask",
+    "RegionCounts",
+    "Result",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """An instance mask in source-frame pixels, in one of two compact forms (the decoder's
+    ``mask_format``):
+
+    - ``polygons``: the mask's outer outlines, each a flat ``(x0, y0, x1, y1, ...)`` tuple;
+    - ``rle``: COCO's uncompressed run-length encoding of the whole frame, column-major: ``counts``
+      alternate runs of 0s and 1s, starting with 0s, over ``size`` (height, width) pixels.
+    """
+
+    polygons: tuple[tuple[float, ...], ...] = ()
+    counts: tuple[int, ...] | None = None
+    size: tuple[int, int] | None = None
+
+    @property
+    def area(self) -> int:
+        """Pixels inside the mask (from the RLE; 0 for polygons, whose area is ``cv2.contourArea``'s)."""
+        return sum(self.counts[1::2]) if self.counts else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.counts is not None and self.size is not None:
+            return {"rle": {"size": list(self.size), "counts": list(self.counts)}}
+        return {"polygons": [[round(v, 1) for v in poly] for poly in self.polygons]}
+
+
+@dataclass(frozen=True, slots=True)
+class Keypoint:
+    """A pose keypoint in source-frame pixels with its visibility score (1.0 when the model has none)."""
+
+    x: float
+    y: float
+    score: float
+
+    def to_list(self) -> list[float]:
+        return [round(self.x, 1), round(self.y, 1), round(self.score, 3)]
 
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class.
+    """One object: a box in source-frame pixels (x1, y1, x2, y2), a score and a class; a segmentation
+    model adds its ``mask``, a pose model its ``keypoints`` (in the model's keypoint order).
 
     With a ``track`` analytics stage in the pipeline, ``track_id`` is the object's id within its stream
     (1, 2, ... never reused; None while the object is only a candidate or not tracked), ``track_age`` the
@@ -29,10 +76,14 @@ class Detection:
     track_id: int | None = None
     track_age: int = 0
     track_state: str = ""
+    mask: Mask | None = None
+    keypoints: tuple[Keypoint, ...] = ()
 
     def with_track(self, track_id: int | None, age: int, state: str) -> Detection:
         """This detection with its track fields set (every other field kept)."""
-        return Detection(self.box, self.score, self.class_id, self.label, track_id, age, state)
+        return Detection(
+            self.box, self.score, self.class_id, self.label, track_id, age, state, self.mask, self.keypoints
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -46,6 +97,10 @@ class Detection:
             if self.track_id is not None:
                 out["track_id"] = self.track_id
                 out["track_age"] = self.track_age
+        if self.mask is not None:
+            out["mask"] = self.mask.to_dict()
+        if self.keypoints:
+            out["keypoints"] = [k.to_list() for k in self.keypoints]
         return out
 
 
@@ -168,7 +223,8 @@ class Result:
     at a hot swap). ``timestamp`` is the capture time in seconds since the epoch; ``latency_ms`` is the
     time from capture to this result. Analytics stages fill ``ended_tracks`` (tracks that ended on this
     frame), ``events`` (zone and line events of this frame) and ``regions`` (every zone's and line's
-    counts on this stream as of this frame).
+    counts on this stream as of this frame). ``source`` names what the frame was read from, credentials
+    redacted: the image file for a folder, the file or camera URI otherwise.
     """
 
     stream_id: str
@@ -185,6 +241,7 @@ class Result:
     ended_tracks: tuple[EndedTrack, ...] = ()
     events: tuple[AnalyticsEvent, ...] = ()
     regions: tuple[RegionCounts, ...] = ()
+    source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the JSONL sink writes exactly this)."""
@@ -198,6 +255,8 @@ class Result:
             "height": self.frame_height,
             "latency_ms": round(self.latency_ms, 3),
         }
+        if self.source:
+            out["source"] = self.source
         if self.detections:
             out["detections"] = [d.to_dict() for d in self.detections]
         if self.classifications:

@@ -32,7 +32,9 @@ class CandidateFilter:
     and copy back only the anchors that pass, as :class:`CandidateRows` (at most ``capacity`` per frame;
     a frame with more gets the whole tensor); for a classifier, only each row's top ``k``.
 
-    ``channels_first``: Ultralytics (N, 4 + classes, A). ``rows``: scores (N, A, C), every column a
+    ``channels_first``: Ultralytics (N, 4 + classes + ``extra``, A): the class scores are rows 4 .. 4 +
+    classes, and ``extra`` rows after them (a segmentation head's mask coefficients, a pose head's
+    keypoints) come back with each kept anchor. ``rows``: scores (N, A, C), every column a
     class score, with an optional ``companion`` (N, A, R) gathered for the same anchors. ``top_k``: a
     classifier's (N, C) output (any trailing shape whose product is C); the ``k`` largest values of each
     row come back as :class:`TopK` (``threshold`` is not used). ``gfl``: one stride of a GFL head, scores
@@ -49,6 +51,7 @@ class CandidateFilter:
     threshold: float
     layout: Literal["channels_first", "rows", "top_k", "gfl"]
     classes: int = 0
+    extra: int = 0
     companion: str | None = None
     capacity: int = 1024
     k: int = 0

@@ -1,4 +1,4 @@
-"""How a source frame maps into a model input (letterbox or stretch), and back: shared by the CPU and
+"""How a source frame maps into a model input (letterbox, stretch or centre crop), and back: shared by the CPU and
 the GPU preprocessors and by the decoders, which map boxes back to source pixels."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ __all__ = ["Transform", "compute_transform"]
 
 @dataclass(frozen=True, slots=True)
 class Transform:
-    """How a source frame maps into the model input: ``input = source * scale + pad``."""
+    """How a source frame maps into the model input: ``input = source * scale + pad`` (a centre crop has
+    negative pads: the resized frame is larger than the input and its centre is kept)."""
 
     scale_x: float
     scale_y: float
@@ -46,8 +47,9 @@ def compute_transform(src_w: int, src_h: int, spec: InputSpec) -> Transform:
     dst_w, dst_h = spec.width, spec.height
     if spec.resize == "stretch":
         return Transform(dst_w / src_w, dst_h / src_h, 0, 0, src_w, src_h, dst_w, dst_h)
-    r = min(dst_w / src_w, dst_h / src_h)
-    new_w, new_h = round(src_w * r), round(src_h * r)
+    fit = max if spec.resize == "center_crop" else min
+    r = fit(dst_w / src_w, dst_h / src_h)
+    new_w, new_h = max(1, round(src_w * r)), max(1, round(src_h * r))
     return Transform(
         new_w / src_w, new_h / src_h, (dst_w - new_w) // 2, (dst_h - new_h) // 2, src_w, src_h, dst_w, dst_h
     )

@@ -318,7 +318,7 @@ class OnnxRuntimeBackend(Backend):
         ):
             return False
         if f.layout == "channels_first" and (
-            spec.shape[1] not in (-1, 4 + f.classes) or 0 < spec.shape[2] <= f.capacity
+            spec.shape[1] not in (-1, 4 + f.classes + f.extra) or 0 < spec.shape[2] <= f.capacity
         ):
             return False  # not the layout it expects, or nothing to gain
         self._candidates[f.output] = f

@@ -323,7 +323,7 @@ class DeviceBinding:
             return None
         if f.layout == "channels_first":
             width, anchors, comp_width = arr.shape[1], arr.shape[2], 0
-            if width != 4 + f.classes or anchors <= f.capacity:
+            if width != 4 + f.classes + f.extra or anchors <= f.capacity:
                 return None  # not the layout the filter expects (or nothing to gain)
         else:
             anchors, width = arr.shape[1], arr.shape[2]
@@ -377,6 +377,7 @@ class _Plan:
                     (index.ptr, PTR),
                     (count_ptr, PTR),
                     (f.classes, I32),
+                    (f.extra, I32),
                     (self.anchors, I32),
                     (self.k, I32),
                     (f.threshold, F32),

@@ -1,4 +1,5 @@
-"""Commands the SDK contributes: ``run``, ``bench``, ``plugins`` and ``models inspect``."""
+"""Commands the SDK contributes: ``run``, ``bench``, ``plugins`` and ``models
+inspect|init|bump|pack|verify|quantize``."""
 
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ def register(cli: Cli) -> None:
         device: Annotated[str, typer.Option(help="cpu or cuda:N")] = "cpu",
         as_json: Annotated[bool, typer.Option("--json", help="JSON only")] = False,
         out: Annotated[Path | None, typer.Option(help="Also write the JSON here")] = None,
+        compare: Annotated[
+            Path | None, typer.Option(help="Another version of the model (e.g. its INT8 one) measured in the same run")
+        ] = None,
     ) -> None:
         """Measure raw backend, naive loop and pipeline throughput side by side (prints JSON)."""
         from .._bench import run_bench
@@ -81,6 +85,7 @@ def register(cli: Cli) -> None:
             device=device,
             as_json=as_json,
             out=out,
+            compare=compare,
         )
 
     @app.command("plugins")
@@ -105,3 +110,7 @@ def register(cli: Cli) -> None:
         from ._inspect import inspect_command
 
         inspect_command(package, as_json=as_json, load=load)
+
+    from ._models import register_model_commands
+
+    register_model_commands(cli)

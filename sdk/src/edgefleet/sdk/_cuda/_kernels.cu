@@ -139,16 +139,17 @@ __device__ __forceinline__ float load_score(const unsigned short* p) {
     return f;
 }
 
-// in: (N, 4 + C, A) channels-first. out: (N, 4 + C, K) and index: (N, K) — the first count[n] columns
-// are candidates (best class score >= threshold) and index their anchor numbers, in no particular order;
-// count[n] may exceed K (then the caller falls back to the full tensor). Grid: (ceil(A/256), N), block 256.
+// in: (N, 4 + C + E, A) channels-first: box, C class scores, E extra rows (mask coefficients, keypoints).
+// out: (N, 4 + C + E, K) and index: (N, K) — the first count[n] columns are candidates (best class score
+// >= threshold) and index their anchor numbers, in no particular order; count[n] may exceed K (then the
+// caller falls back to the full tensor). Grid: (ceil(A/256), N), block 256.
 template <typename T>
 __device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* __restrict__ index,
-                           int* __restrict__ count, int C, int A, int K, float threshold) {
+                           int* __restrict__ count, int C, int E, int A, int K, float threshold) {
     const int a = blockIdx.x * blockDim.x + threadIdx.x;
     const int n = blockIdx.y;
     if (a >= A) return;
-    const int rows = 4 + C;
+    const int rows = 4 + C + E;
     const T* src = in + (long long)n * rows * A;
     float best = -1.f;
     for (int c = 0; c < C; ++c) best = fmaxf(best, load_score(src + (long long)(4 + c) * A + a));
@@ -160,13 +161,13 @@ __device__ void candidates(const T* __restrict__ in, T* __restrict__ out, int* _
     index[(long long)n * K + slot] = a;
 }
 
-extern "C" __global__ void ef_candidates_f32(const float* in, float* out, int* index, int* count, int C, int A,
-                                             int K, float threshold) {
-    candidates<float>(in, out, index, count, C, A, K, threshold);
+extern "C" __global__ void ef_candidates_f32(const float* in, float* out, int* index, int* count, int C, int E,
+                                             int A, int K, float threshold) {
+    candidates<float>(in, out, index, count, C, E, A, K, threshold);
 }
 extern "C" __global__ void ef_candidates_f16(const unsigned short* in, unsigned short* out, int* index,
-                                             int* count, int C, int A, int K, float threshold) {
-    candidates<unsigned short>(in, out, index, count, C, A, K, threshold);
+                                             int* count, int C, int E, int A, int K, float threshold) {
+    candidates<unsigned short>(in, out, index, count, C, E, A, K, threshold);
 }
 
 // scores: (N, A, C); comp: (N, A, R) or null with R = 0. out: (N, K, C), out_comp: (N, K, R),

@@ -19,6 +19,7 @@ from ._base import (
 )
 from ._classification import ClassificationDecoder, ClassificationParams, RawDecoder, RawParams
 from ._detection import NanoDetDecoder, NanoDetParams, YoloDecoder, YoloParams
+from ._yolo_tasks import YoloPoseDecoder, YoloPoseParams, YoloSegDecoder, YoloSegParams
 
 __all__ = [
     "DECODERS",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 DECODERS.register("yolo", YoloParams, YoloDecoder)
+DECODERS.register("yolo-seg", YoloSegParams, YoloSegDecoder)
+DECODERS.register("yolo-pose", YoloPoseParams, YoloPoseDecoder)
 DECODERS.register("nanodet", NanoDetParams, NanoDetDecoder)
 DECODERS.register("classification", ClassificationParams, ClassificationDecoder)
 DECODERS.register("raw", RawParams, RawDecoder)

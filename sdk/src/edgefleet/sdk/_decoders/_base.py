@@ -59,13 +59,25 @@ class Decoded:
 
 @dataclass(frozen=True)
 class DecodeContext:
-    """What a decoder factory gets: its parameters, the manifest, labels and the real output specs."""
+    """What a decoder factory gets: its parameters, the manifest, labels and the real outputs: their
+    names and, where known, their shapes (``output_shapes``, batch dimension -1: from the graph, or from
+    a dry run where the graph leaves a dimension symbolic)."""
 
     params: dict[str, Any]
     manifest: Manifest
     labels: tuple[str, ...]
     output_names: tuple[str, ...]
     overrides: dict[str, float] = field(default_factory=dict)
+    output_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def output_shape(self, name: str) -> tuple[int, ...] | None:
+        """The best known shape of output ``name`` (-1: not known before a frame runs): the model's real
+        dimensions where known, the manifest's elsewhere; None when neither has it."""
+        declared = next((o.shape for o in self.manifest.outputs if o.name == name), None)
+        real = self.output_shapes.get(name)
+        if real is None or declared is None or len(real) != len(declared):
+            return real if real is not None else declared
+        return tuple(r if r > 0 else d for r, d in zip(real, declared, strict=True))
 
     def parse(self, schema: type[_P]) -> _P:
         """Validate ``params`` (plus threshold overrides the schema knows) against ``schema``."""

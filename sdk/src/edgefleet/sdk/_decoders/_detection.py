@@ -9,13 +9,13 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from .._errors import DecoderError
-from .._results import Detection
+from .._results import Detection, Keypoint, Mask
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows
 from .._transform import Transform
 from ._base import DecodeContext, Decoded, Decoder, DecoderConfig
 from ._nms import nms_groups
 
-__all__ = ["GFL_CAPACITY", "NanoDetDecoder", "NanoDetParams", "YoloDecoder", "YoloParams"]
+__all__ = ["GFL_CAPACITY", "NanoDetDecoder", "NanoDetParams", "YoloCandidates", "YoloDecoder", "YoloParams"]
 
 #: box records per frame a GPU backend returns for a GFL head (all strides); a frame with more gets the
 #: full tensors, decoded on the host
@@ -52,6 +52,44 @@ def _any_above(scores: np.ndarray, threshold: float) -> np.ndarray:
     return np.asarray(above.any(axis=-1))
 
 
+def _select(
+    p: _DetectionParams,
+    keep: np.ndarray | None,
+    frame: np.ndarray,
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    n: int,
+    agnostic: bool = False,
+) -> np.ndarray:
+    """Candidates of a whole batch (input pixels; ``frame`` says whose) -> class filter -> each frame's
+    best ``pre_nms_top_k`` -> NMS per frame and class (per frame only when ``agnostic``) -> each frame's
+    best ``max_detections``. Returns the indices of the candidates kept, by frame ascending and best first
+    within a frame (ties in candidate order). The whole batch goes through each step at once: a few dozen
+    numpy calls a batch rather than as many per frame."""
+    idx = np.arange(frame.size)
+    if keep is not None:
+        idx = idx[keep[classes]]
+    if idx.size == 0:
+        return idx
+    idx = idx[np.lexsort((-scores[idx], frame[idx]))]  # by frame, best first within it
+    f = frame[idx]
+    starts = np.searchsorted(f, np.arange(n + 1), side="left")
+    rank = np.arange(idx.size) - starts[f]  # place within its frame, best first
+    if (rank >= p.pre_nms_top_k).any():
+        idx = idx[rank < p.pre_nms_top_k]
+        f = frame[idx]
+    c = classes[idx]
+    groups = f.astype(np.int64) if agnostic else f.astype(np.int64) * (int(c.max(initial=0)) + 1) + c
+    idx = idx[nms_groups(boxes[idx], scores[idx], groups, p.iou_threshold, p.max_detections)]
+    f = frame[idx]
+    starts = np.searchsorted(f, np.arange(n + 1), side="left")
+    if (np.diff(starts) > p.max_detections).any():
+        idx = idx[np.arange(idx.size) - starts[f] < p.max_detections]
+    kept: np.ndarray = idx
+    return kept
+
+
 def _per_frame(
     ctx: DecodeContext,
     p: _DetectionParams,
@@ -62,31 +100,9 @@ def _per_frame(
     classes: np.ndarray,
     transforms: Sequence[Transform],
 ) -> list[Decoded]:
-    """Candidates of a whole batch (input pixels; ``frame`` says whose, ascending) -> class filter ->
-    each frame's best ``pre_nms_top_k`` -> NMS per frame and class -> each frame's best
-    ``max_detections`` -> source pixels -> one :class:`Decoded` per frame. The whole batch goes through
-    each step at once: a few dozen numpy calls a batch rather than as many per frame."""
-    n = len(transforms)
-    if keep is not None:
-        sel = keep[classes]
-        frame, boxes, scores, classes = frame[sel], boxes[sel], scores[sel], classes[sel]
-    if frame.size == 0:
-        return [Decoded() for _ in range(n)]
-    order = np.lexsort((-scores, frame))  # by frame, best first within it (ties in candidate order)
-    frame, boxes, scores, classes = frame[order], boxes[order], scores[order], classes[order]
-    starts = np.searchsorted(frame, np.arange(n + 1), side="left")
-    rank = np.arange(frame.size) - starts[frame]  # place within its frame, best first
-    if (rank >= p.pre_nms_top_k).any():
-        sel = rank < p.pre_nms_top_k
-        frame, boxes, scores, classes = frame[sel], boxes[sel], scores[sel], classes[sel]
-    groups = frame.astype(np.int64) * (int(classes.max(initial=0)) + 1) + classes
-    kept = nms_groups(boxes, scores, groups, p.iou_threshold, p.max_detections)
-    frame, boxes, scores, classes = frame[kept], boxes[kept], scores[kept], classes[kept]
-    starts = np.searchsorted(frame, np.arange(n + 1), side="left")
-    if (np.diff(starts) > p.max_detections).any():
-        sel = np.arange(frame.size) - starts[frame] < p.max_detections
-        frame, boxes, scores, classes = frame[sel], boxes[sel], scores[sel], classes[sel]
-    return _finish(ctx, frame, boxes, scores, classes, transforms)
+    """:func:`_select` then :func:`_finish`: one :class:`Decoded` per frame, boxes in source pixels."""
+    idx = _select(p, keep, frame, boxes, scores, classes, len(transforms))
+    return _finish(ctx, frame[idx], boxes[idx], scores[idx], classes[idx], transforms)
 
 
 def _finish(
@@ -96,9 +112,11 @@ def _finish(
     scores: np.ndarray,
     classes: np.ndarray,
     transforms: Sequence[Transform],
+    masks: Sequence[Mask | None] | None = None,
+    keypoints: Sequence[tuple[Keypoint, ...]] | None = None,
 ) -> list[Decoded]:
     """A batch's detections (``frame`` ascending, each frame's best first) -> source pixels -> one
-    :class:`Decoded` per frame."""
+    :class:`Decoded` per frame; ``masks`` / ``keypoints``, one per detection, are attached as they are."""
     n = len(transforms)
     if frame.size == 0:
         return [Decoded() for _ in range(n)]
@@ -109,6 +127,18 @@ def _finish(
         Detection((b[0], b[1], b[2], b[3]), s, c, label(c))
         for b, s, c in zip(src.tolist(), scores.tolist(), classes.tolist(), strict=True)
     ]
+    if masks is not None or keypoints is not None:
+        dets = [
+            Detection(
+                d.box,
+                d.score,
+                d.class_id,
+                d.label,
+                mask=masks[i] if masks is not None else None,
+                keypoints=keypoints[i] if keypoints is not None else (),
+            )
+            for i, d in enumerate(dets)
+        ]
     bounds = starts.tolist()
     return [Decoded(detections=tuple(dets[bounds[i] : bounds[i + 1]])) for i in range(n)]
 
@@ -126,8 +156,8 @@ def _to_source(boxes: np.ndarray, frame: np.ndarray, transforms: Sequence[Transf
 
 
 def _declared(ctx: DecodeContext, name: str) -> tuple[int, ...] | None:
-    """The shape the manifest declares for output ``name`` (-1: dynamic), or None."""
-    return next((o.shape for o in ctx.manifest.outputs if o.name == name), None)
+    """The shape of output ``name`` (-1: dynamic): the model's where known, else the manifest's; or None."""
+    return ctx.output_shape(name)
 
 
 def _check_label_count(ctx: DecodeContext, output: str, classes: set[int]) -> None:
@@ -140,16 +170,62 @@ def _check_label_count(ctx: DecodeContext, output: str, classes: set[int]) -> No
 
 
 class YoloParams(_DetectionParams):
-    """``decoder: {type: yolo, ...}``: Ultralytics YOLOv8/YOLO11 detection exports."""
+    """``decoder: {type: yolo, ...}``: Ultralytics YOLOv8/YOLO11 detection exports.
+
+    Defaults are Ultralytics' own post-processing (``predict`` mode: ``conf`` 0.25, ``iou`` 0.7,
+    ``max_det`` 300, ``agnostic_nms`` False; ``ultralytics.utils.nms.non_max_suppression``: at most
+    ``max_nms`` 30000 boxes, the most confident, go into NMS), so an export gives the detections
+    ``YOLO(model).predict()`` gives."""
 
     type: Literal["yolo"] = "yolo"
+    score_threshold: float = Field(0.25, ge=0, le=1)
+    iou_threshold: float = Field(0.7, ge=0, le=1)
+    max_detections: int = Field(300, ge=1, le=10_000)
+    pre_nms_top_k: int = Field(30_000, ge=1)
+    agnostic: bool = Field(False, description="NMS across classes (Ultralytics' agnostic_nms)")
     output: str | None = Field(None, description="Output tensor name (default: the first output)")
     layout: Literal["auto", "channels_first", "channels_last"] = "auto"
 
 
+class YoloCandidates:
+    """A batch's YOLO candidates: each anchor whose best class score passes the threshold, with its
+    frame, anchor column (in ``out``, the output as decoded), xyxy box in input pixels, score and class.
+    ``columns(rows)`` gathers further rows of ``out`` (mask coefficients, keypoints) for some of them."""
+
+    __slots__ = ("anchor", "boxes", "channels_first", "classes", "frame", "num_classes", "out", "scores")
+
+    def __init__(self, out: np.ndarray, channels_first: bool, classes: int, threshold: float) -> None:
+        self.out, self.channels_first, self.num_classes = out, channels_first, classes
+        cls = out[:, 4 : 4 + classes, :] if channels_first else out[:, :, 4 : 4 + classes]
+        best = cls.max(axis=1 if channels_first else 2)  # (N, anchors)
+        self.frame, self.anchor = np.nonzero(best > threshold)
+        if channels_first:
+            xywh = out[self.frame, :4, self.anchor]
+            self.classes = cls[self.frame, :, self.anchor].argmax(axis=1)
+        else:
+            xywh = out[self.frame, self.anchor, :4]
+            self.classes = cls[self.frame, self.anchor, :].argmax(axis=1)
+        self.scores = best[self.frame, self.anchor]
+        self.boxes = np.empty_like(xywh)
+        self.boxes[:, 0] = xywh[:, 0] - xywh[:, 2] / 2
+        self.boxes[:, 1] = xywh[:, 1] - xywh[:, 3] / 2
+        self.boxes[:, 2] = xywh[:, 0] + xywh[:, 2] / 2
+        self.boxes[:, 3] = xywh[:, 1] + xywh[:, 3] / 2
+
+    def columns(self, idx: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of the output for candidates ``idx``: (len(idx), stop - start)."""
+        f, a = self.frame[idx], self.anchor[idx]
+        if self.channels_first:
+            return np.asarray(self.out[f, start:stop, a])
+        return np.asarray(self.out[f, a, start:stop])
+
+
 class YoloDecoder(Decoder):
-    """Ultralytics export: (N, 4 + classes, anchors), boxes cx, cy, w, h in input pixels, class scores
-    already sigmoid-ed, no objectness. (N, anchors, 4 + classes) is accepted too."""
+    """Ultralytics export: (N, 4 + classes [+ extra], anchors), boxes cx, cy, w, h in input pixels, class
+    scores already sigmoid-ed, no objectness. (N, anchors, 4 + classes) is accepted too. ``extra``: rows
+    after the class scores that a subclass reads (mask coefficients, keypoints); 0 here."""
+
+    kind = "yolo"
 
     def __init__(self, config: YoloParams, ctx: DecodeContext) -> None:
         self.ctx = ctx
@@ -157,47 +233,45 @@ class YoloDecoder(Decoder):
         self.keep = _class_filter(ctx, self.p)
         self.output = self.p.output or ctx.output_names[0]
         if self.output not in ctx.output_names:
-            raise DecoderError(f"{ctx.manifest.ref}: yolo decoder output {self.output!r} is not a model output")
+            raise DecoderError(f"{ctx.manifest.ref}: {self.kind} decoder output {self.output!r} is not a model output")
+        self.extra = self._extra_rows()
         shape = _declared(ctx, self.output)
         if shape is not None and len(shape) == 3:
             dims = {"channels_first": (shape[1],), "channels_last": (shape[2],)}.get(self.p.layout, shape[1:])
-            _check_label_count(ctx, self.output, {d - 4 for d in dims if d > 4})
+            _check_label_count(ctx, self.output, {d - 4 - self.extra for d in dims if d > 4 + self.extra})
+
+    def _extra_rows(self) -> int:
+        return 0
 
     def candidate_filters(self) -> list[CandidateFilter]:
         t = self.p.score_threshold
-        return [CandidateFilter(self.output, t, "channels_first", classes=len(self.ctx.labels))]
+        return [CandidateFilter(self.output, t, "channels_first", classes=len(self.ctx.labels), extra=self.extra)]
 
-    def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
+    def candidates(self, outputs: Mapping[str, np.ndarray]) -> YoloCandidates:
         raw = outputs[self.output]
         # GPU-filtered: only the candidate columns, in anchor order (the others cannot pass the threshold)
         out = raw.data if isinstance(raw, CandidateRows) else np.asarray(raw)
         shape = raw.shape if isinstance(raw, CandidateRows) else out.shape
         if len(shape) != 3:
-            raise DecoderError(f"yolo decoder expects a 3-D output, got shape {shape}")
-        n_labels = len(self.ctx.labels)
+            raise DecoderError(f"{self.kind} decoder expects a 3-D output, got shape {shape}")
+        n_labels, extra = len(self.ctx.labels), self.extra
         channels_first = self.p.layout == "channels_first" or (
-            self.p.layout == "auto" and (shape[1] == 4 + n_labels or (n_labels == 0 and shape[1] < shape[2]))
+            self.p.layout == "auto" and (shape[1] == 4 + n_labels + extra or (n_labels == 0 and shape[1] < shape[2]))
         )
         if out.dtype != np.float32:
             out = out.astype(np.float32)  # scores compared in float32, as the frame-at-a-time decoder did
-        # The whole batch at once: best score per anchor, threshold, then only the candidates are gathered.
-        axis = 1 if channels_first else 2
-        cls = out[:, 4:, :] if channels_first else out[:, :, 4:]
-        best = cls.max(axis=axis)  # (N, anchors)
-        frame, anchor = np.nonzero(best > self.p.score_threshold)
-        if channels_first:
-            xywh = out[frame, :4, anchor]
-            classes = cls[frame, :, anchor].argmax(axis=1)
-        else:
-            xywh = out[frame, anchor, :4]
-            classes = cls[frame, anchor, :].argmax(axis=1)
-        scores = best[frame, anchor]
-        boxes = np.empty_like(xywh)
-        boxes[:, 0] = xywh[:, 0] - xywh[:, 2] / 2
-        boxes[:, 1] = xywh[:, 1] - xywh[:, 3] / 2
-        boxes[:, 2] = xywh[:, 0] + xywh[:, 2] / 2
-        boxes[:, 3] = xywh[:, 1] + xywh[:, 3] / 2
-        return _per_frame(self.ctx, self.p, self.keep, frame, boxes, scores, classes, transforms)
+        width = shape[1] if channels_first else shape[2]
+        if width <= 4 + extra:
+            raise DecoderError(f"{self.ctx.manifest.ref}: output {self.output!r} of shape {shape} has no class scores")
+        return YoloCandidates(out, channels_first, width - 4 - extra, self.p.score_threshold)
+
+    def select(self, c: YoloCandidates, n: int) -> np.ndarray:
+        return _select(self.p, self.keep, c.frame, c.boxes, c.scores, c.classes, n, self.p.agnostic)
+
+    def decode(self, outputs: Mapping[str, np.ndarray], transforms: Sequence[Transform]) -> list[Decoded]:
+        c = self.candidates(outputs)
+        idx = self.select(c, len(transforms))
+        return _finish(self.ctx, c.frame[idx], c.boxes[idx], c.scores[idx], c.classes[idx], transforms)
 
 
 class NanoDetParams(_DetectionParams):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._errors import SinkError
 from .._frames import Frame
-from .._results import Result
+from .._results import Detection, Result
 from ._base import Sink
 from ._overlay import Trails, draw_regions, draw_tracks
 
@@ -99,19 +99,77 @@ _PALETTE = np.array(
 )
 
 
+#: the 17 COCO keypoints' limbs (0-based), drawn when a detection has 17 keypoints
+_COCO_LIMBS = tuple(
+    (a - 1, b - 1)
+    for a, b in (
+        (16, 14), (14, 12), (17, 15), (15, 13), (12, 13), (6, 12), (7, 13), (6, 7), (6, 8), (7, 9),
+        (8, 10), (9, 11), (2, 3), (1, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7),
+    )
+)  # fmt: skip
+_KEYPOINT_MIN_SCORE = 0.25  # as Ultralytics' Annotator.kpts draws them
+
+
+def _draw_mask(image: np.ndarray, det: Detection, colour: tuple[int, ...]) -> None:
+    """The mask filled at 40 % over the frame (only within its box), its outline at full colour."""
+    import cv2
+
+    mask = det.mask
+    if mask is None:
+        return
+    h, w = image.shape[:2]
+    x1, y1 = max(0, int(det.box[0])), max(0, int(det.box[1]))
+    x2, y2 = min(w, int(np.ceil(det.box[2])) + 1), min(h, int(np.ceil(det.box[3])) + 1)
+    if x2 <= x1 or y2 <= y1:
+        return
+    region = image[y1:y2, x1:x2]
+    if mask.counts is not None and mask.size == (h, w):
+        flat = np.repeat(np.arange(len(mask.counts)) % 2 == 1, mask.counts)
+        inside = flat.reshape(w, h).T[y1:y2, x1:x2]
+    else:
+        inside = np.zeros(region.shape[:2], np.uint8)
+        polys = [np.round(np.array(p).reshape(-1, 2) - (x1, y1)).astype(np.int32) for p in mask.polygons if p]
+        cv2.fillPoly(inside, polys, 1)
+        cv2.polylines(region, polys, True, colour, 1, cv2.LINE_AA)
+        inside = inside.astype(bool)
+    if inside.any():
+        tint = np.asarray(colour, np.float32)
+        region[inside] = (region[inside] * 0.6 + tint * 0.4).astype(np.uint8)
+
+
+def _draw_keypoints(image: np.ndarray, det: Detection, colour: tuple[int, ...]) -> None:
+    """Keypoints scored at least 0.25 as dots; with COCO's 17, the skeleton between them."""
+    import cv2
+
+    kp = det.keypoints
+    pts = [(round(k.x), round(k.y)) if k.score >= _KEYPOINT_MIN_SCORE else None for k in kp]
+    if len(kp) == len(_COCO_LIMBS) - 2:  # 17 keypoints
+        for a, b in _COCO_LIMBS:
+            pa, pb = pts[a], pts[b]
+            if pa is not None and pb is not None:
+                cv2.line(image, pa, pb, colour, 2, cv2.LINE_AA)
+    for p in pts:
+        if p is not None:
+            cv2.circle(image, p, 3, (255, 255, 255), -1, cv2.LINE_AA)
+            cv2.circle(image, p, 3, colour, 1, cv2.LINE_AA)
+
+
 def draw_result(image: np.ndarray, result: Result, trails: Trails | None = None) -> None:
-    """Draw boxes, labels and the model version onto a BGR image, in place; with analytics, zones and
-    lines with their counts, and tracked objects as ``label #id`` in their track's colour with a trail
-    (kept in ``trails`` from frame to frame)."""
+    """Draw boxes, labels, masks, keypoints and the model version onto a BGR image, in place; with
+    analytics, zones and lines with their counts, and tracked objects as ``label #id`` in their track's
+    colour with a trail (kept in ``trails`` from frame to frame)."""
     import cv2
 
     draw_regions(cv2, image, result)
     tracked = draw_tracks(cv2, image, result, trails)
     tracking = any(d.track_state for d in result.detections)
     for i, det in enumerate(result.detections):
+        colour = tuple(int(c) for c in _PALETTE[det.class_id % len(_PALETTE)])
+        _draw_mask(image, det, colour)
+        if det.keypoints:
+            _draw_keypoints(image, det, colour)
         if i in tracked:
             continue
-        colour = tuple(int(c) for c in _PALETTE[det.class_id % len(_PALETTE)])
         x1, y1, x2, y2 = (round(v) for v in det.box)
         if tracking:  # beside tracked objects, an untracked detection is a thin box without a label
             cv2.rectangle(image, (x1, y1), (x2, y2), colour, 1)

@@ -107,6 +107,14 @@ class Source(ABC):
     def nominal_fps(self) -> float | None:
         return None
 
+    #: inputs the source passed over so far (an image folder's unreadable files); the runner reports them
+    skipped = 0
+
+    def frame_source(self) -> str | None:
+        """What the frame just read came from, when it differs from frame to frame (an image folder: its
+        file); None means the source's own URI (the runner redacts it once)."""
+        return None
+
     def frame_count(self) -> int | None:
         """Frames in a finite source (for progress bars), None when unknown or live."""
         return None

@@ -204,6 +204,7 @@ class SourceRunner:
                     slot.release()
                 raise
             if image is None:
+                self.metrics.skipped = self.source.skipped
                 if slot is not None:
                     slot.release()
                 return
@@ -213,6 +214,7 @@ class SourceRunner:
             for _ in range(self.source.copies - copies_before):
                 self.copies.add(self.source.copy_kind, image.nbytes)
                 self.metrics.copies += 1
+            self.metrics.skipped = self.source.skipped
             seq = self._seq
             self._seq += 1
             self.metrics.frames_in.add()
@@ -224,11 +226,16 @@ class SourceRunner:
                 if slot is None:
                     self._count_drop()
                     continue
-            frame = Frame(spec.stream_id, seq, timestamp, captured, slot.array, slot)
+            frame = Frame(spec.stream_id, seq, timestamp, captured, slot.array, slot, source=self._frame_source())
             if not self.queue.put(frame, self.stop):
                 frame.release()
                 return
             self.metrics.dropped = self.queue.dropped + self._local_drops
+
+    def _frame_source(self) -> str:
+        """The frame's own source (an image file) or the source's URI, credentials redacted."""
+        own = self.source.frame_source()
+        return self.display_uri if own is None else redact_uri(own)
 
     def _place(self, image: np.ndarray, slot: FrameSlot | None) -> FrameSlot | None:
         """The decoder wrote somewhere else (first frame, size change): copy into a pool slot."""

@@ -398,24 +398,38 @@ def test_agent_killed_mid_download_restarts_on_last_good_and_resumes(
     wait_for("member rolled back", lambda: _member(fleet, ro.rollout_id, "a1").state == "rolled_back", 20)
 
 
-def test_agent_killed_in_its_health_window_comes_back_on_last_good(
+def test_a_device_that_crashes_in_its_window_and_returns_after_it_converges(
     fleet_factory: Callable[[str], Fleet], tmp_path: Path, keys: dict[str, Path], packages: dict[str, Path]
 ) -> None:
+    """SIGKILL inside the health window, back only after the controller's window has run out: the member
+    must not succeed on the reports sent before the crash; the agent restarts on its last-good, the
+    controller re-sends and the device converges (serving the version and holding it as last-good)."""
     fleet = fleet_factory(f"sqlite:///{tmp_path}/controller.db")
     fleet.start_controller()
     fleet.start_agent("a1", {"site": "x"}, packages["1.0.0"])
     fleet.wait_online("a1")
     fleet.client.push(packages["2.0.0"], key=keys["a"])
-    ro = fleet.client.deploy("toy-yolo:2.0.0", {"site": "x"}, ["100%"], health_window_s=20)
-    wait_for("cut over", lambda: fleet.serving("a1") == {"toy-yolo:2.0.0"}, 30, 0.1)
+    ro = fleet.client.deploy("toy-yolo:2.0.0", {"site": "x"}, ["100%"], health_window_s=2)
+    wait_for("cut over", lambda: fleet.serving("a1") == {"toy-yolo:2.0.0"}, 30, 0.05)
+    swapped = time.monotonic()
+    time.sleep(0.6)  # a status report or two on the new version reach the controller
     fleet.agents["a1"].kill(signal.SIGKILL)  # before 2.0.0 has proven itself
+    time.sleep(max(0.0, swapped + 2 + 2.0 - time.monotonic()))  # the controller's window is over
+    m = _member(fleet, ro.rollout_id, "a1")
+    assert m.state != "succeeded", m
+    assert fleet.client.rollout(ro.rollout_id).state == "running"
+    state = json.loads((tmp_path / "a1" / "state.json").read_text())
+    assert state["serving"].get("cam", {}).get("ref", "toy-yolo:1.0.0") == "toy-yolo:1.0.0"
+
     restarted = fleet.start_agent("a1", {"site": "x"}, packages["1.0.0"])
-    wait_for("a1 back", lambda: fleet.device("a1").online and fleet.serving("a1") == {"toy-yolo:1.0.0"}, 30)
-    assert "serving toy-yolo:1.0.0" in restarted.text()
-    # the rollout sees the device no longer serving 2.0.0 and fails it instead of waiting forever
-    done = fleet.wait_rollout(ro.rollout_id, ("aborted",), 30)
-    assert done.devices[0].state in ("failed", "rolled_back", "rolling_back"), done
-    assert fleet.serving("a1") == {"toy-yolo:1.0.0"}
+    wait_for("a1 back on its last-good", lambda: "serving toy-yolo:1.0.0" in restarted.text(), 30, 0.1)
+    done = fleet.wait_rollout(ro.rollout_id, ("completed", "aborted"), 60)
+    assert done.state == "completed" and done.devices[0].state == "succeeded", done
+    assert done.devices[0].command_id == f"{ro.rollout_id}.a1.apply.2"  # re-sent once, by the controller
+    assert fleet.serving("a1") == {"toy-yolo:2.0.0"}
+    state = json.loads((tmp_path / "a1" / "state.json").read_text())
+    assert state["serving"]["cam"]["ref"] == "toy-yolo:2.0.0"  # last-good on the device itself
+    wait_for("the report naming it", lambda: fleet.device("a1").pipelines[0].last_good_ref == "toy-yolo:2.0.0", 10)
 
 
 def test_two_replicas_share_one_postgresql(
@@ -433,5 +447,19 @@ def test_two_replicas_share_one_postgresql(
         done = one.wait_rollout(ro.rollout_id, ("completed",), 40)
         assert done.devices[0].state == "succeeded"
         assert one.serving("a1") == {"toy-yolo:2.0.0"}
+        # killed inside the next rollout's window, the agent comes back through the other replica: one
+        # re-send between them (decided under the rollout's lease), and it converges
+        two.client.push(packages["3.0.0"], key=keys["a"])
+        ro = one.client.deploy("toy-yolo:3.0.0", {"site": "x"}, ["100%"], health_window_s=2)
+        wait_for("cut over", lambda: one.serving("a1") == {"toy-yolo:3.0.0"}, 30, 0.05)
+        one.agents["a1"].kill(signal.SIGKILL)
+        time.sleep(3.0)
+        assert _member(one, ro.rollout_id, "a1").state != "succeeded"
+        two.start_agent("a1", {"site": "x"}, packages["1.0.0"])  # its config now names replica two
+        done = two.wait_rollout(ro.rollout_id, ("completed", "aborted"), 60)
+        assert done.state == "completed" and done.devices[0].state == "succeeded", done
+        assert done.devices[0].command_id == f"{ro.rollout_id}.a1.apply.2"
+        assert two.serving("a1") == {"toy-yolo:3.0.0"}
+        assert two.agents["a1"].text().count(f"{ro.rollout_id}.a1.apply.2: STEP_RECEIVED") == 1
         for f in (one, two):
             f.close()

@@ -3,8 +3,15 @@
 A real controller (``edgefleet controller serve --insecure``) and a real agent (``edgefleet agent``) on
 loopback. Each round: the agent runs (restarted if it was killed), a rollout to another signed, padded
 package is under way, and the agent is SIGKILLed at a random point of one phase of the update (download,
-verify, install, swap, health window), chosen at random. While the agent is dead the harness checks the
-model store; when it is back, that it serves a version that verifies.
+verify, install, swap, inside the health window, at the end of the health window — when state.json is
+written), chosen at random; after a kill inside the window the agent stays dead, half the time, until the
+controller's window for it is over. While the agent is dead the harness checks the model store; when it
+is back, that it serves a version that verifies.
+
+Convergence: a rollout is never abandoned for a new one. Every rollout the harness starts is followed to
+its end, through as many kills as land in it; when it is over it must have converged: ``completed`` with
+the device serving its version AND holding it as last-good (in state.json and in the device's report),
+or ``aborted`` with a reason. A ``completed`` rollout with the device on another version is a failure.
 
 Store integrity, after every kill:
   * every ``models/<sha256>/`` folder re-verifies (every file's sha256 and the publisher signature against
@@ -12,7 +19,8 @@ Store integrity, after every kill:
   * every ``downloads/<sha256>.part`` is a prefix of the artifact the controller holds for that sha256;
   * ``state.json`` parses, and each last-good / previous entry points at a package that verifies.
 After every restart: the version the controller sees the agent serving is its last-good from state.json
-(or the config's package when there is none yet), and that package verifies.
+(or the config's package when there is none yet), and that package verifies; no ``.part`` of an
+installed artifact is left in downloads/.
 
 While the agent is dead, installed packages that are neither last-good nor previous are evicted, so that
 later rounds download and install again instead of finding the package in the store.
@@ -40,14 +48,20 @@ import yaml
 
 EDGEFLEET = str(Path(sys.executable).with_name("edgefleet"))
 # the marker in the agent's log that opens each phase, and how long after it the kill may land (s)
-PHASES: dict[str, tuple[str, float]] = {
-    "download": ("STEP_DOWNLOADING", 0.6),
-    "verify": ("STEP_VERIFYING", 0.12),
-    "install": ("STEP_INSTALLING", 0.05),
-    "swap": ("STEP_LOADING", 0.25),
-    "health": ("STEP_CUTOVER", 0.8),
+# (marker, earliest, latest): the kill lands uniformly in [earliest, latest] s after the marker; a None
+# bound is the health window's length (the agent logs STEP_DONE when the swapped version serves and its
+# window starts; at the end of the window it writes state.json and logs the STEP_HEALTH event).
+PHASES: dict[str, tuple[str, float | None, float | None]] = {
+    "download": ("STEP_DOWNLOADING", 0.0, 0.6),
+    "verify": ("STEP_VERIFYING", 0.0, 0.12),
+    "install": ("STEP_INSTALLING", 0.0, 0.05),
+    "swap": ("STEP_LOADING", 0.0, 0.25),
+    "health": ("STEP_DONE serving", 0.1, None),  # inside the health window, deliberately
+    "window_end": ("STEP_DONE serving", None, None),  # around the state.json write that ends it
 }
+WEIGHTS = {"download": 1, "verify": 1, "install": 1, "swap": 1, "health": 2, "window_end": 1}
 MODEL = "toy-yolo"
+TERMINAL = ("completed", "aborted", "rolled_back")
 
 
 def _free_port() -> int:
@@ -90,7 +104,8 @@ class RandomKill:
         versions: int = 4,
         padding_bytes: int = 3_000_000,
         rate_limit_kbps: float = 32000.0,  # 4000 kB/s
-        health_window_s: float = 1.0,
+        health_window_s: float = 2.0,
+        settle_s: float = 90.0,
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.root = root
@@ -106,10 +121,14 @@ class RandomKill:
         self.state_dir = root / "agent"
         self.agent_log = root / "agent.log"
         self.refs: dict[str, str] = {}  # sha256 -> ref pushed under it
+        self.settle_s = settle_s
         self.failures: list[str] = []
         self.stats: Counter[str] = Counter()
         self.phases: Counter[str] = Counter()
+        self.outcomes: list[dict[str, Any]] = []  # one per rollout, when it ended
         self._rollout = ""
+        self._target = ""
+        self._stale_parts: list[Path] = []
         self._deployed = 0
 
     # --- set-up ----------------------------------------------------------------------------------
@@ -134,8 +153,8 @@ class RandomKill:
         args = [
             EDGEFLEET, "controller", "serve", "--insecure", "--db", f"sqlite:///{self.root}/controller.db",
             "--listen", self.address, "--data-dir", str(self.root / "controller"),
-            "--trusted-key", str(self.pub), "--status-interval", "0.3", "--health-window", "1",
-            "--tick", "0.1", "--lease", "3", "--stale", "4",
+            "--trusted-key", str(self.pub), "--status-interval", "0.3", "--health-window", str(self.window),
+            "--tick", "0.1", "--lease", "3", "--stale", "8", "--retry-backoff", "0.5",
         ]  # fmt: skip
         with (self.root / "controller.log").open("ab") as f:
             self.controller = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
@@ -267,6 +286,9 @@ class RandomKill:
     def restart(self) -> int:
         """Start the agent and check it comes back on a verified version; returns the log offset."""
         expected, path = self._expected_ref()
+        models = self.state_dir / "models"  # a kill between an install and the removal of its download
+        self._stale_parts = [p for p in (self.state_dir / "downloads").glob("*.part")
+                             if (models / p.name.removesuffix(".part")).is_dir()]  # fmt: skip
         offset = self._start_agent()
         self.stats["restarts"] += 1
         t0 = time.monotonic()
@@ -276,14 +298,19 @@ class RandomKill:
             self.failures.append(f"restarted on {got}, expected last-good {expected}")
         elif self._verify(path, expected, "restart"):
             self.stats["restarts_on_verified"] += 1
+        for part in self._stale_parts:  # what the kill left; the agent's own later downloads are its business
+            if part.exists():
+                self.failures.append(f"after the restart: downloads/{part.name} of an installed artifact is left")
+            else:
+                self.stats["stale_parts_removed"] += 1
+        self._stale_parts = []
         return offset
 
     def _ensure_rollout(self) -> None:
-        """Half the time an unfinished rollout is left to resume after the restart; else a new one."""
-        if self._rollout and self.rng.random() < 0.5:
-            ro = self.client.rollout(self._rollout)
-            if ro.state not in ("completed", "aborted", "rolled_back", "cancelled"):
-                return
+        """A rollout under way: the current one until it is over (its end checked), then a new one."""
+        if self._rollout and self.client.rollout(self._rollout).state not in TERMINAL:
+            return
+        self.settle()
         self._deploy()
 
     def _deploy(self) -> None:
@@ -293,29 +320,68 @@ class RandomKill:
         choices = [p for p in self.packages if f"{MODEL}:{p.name}" not in held | {serving}]
         choices = choices or [p for p in self.packages if f"{MODEL}:{p.name}" != serving]
         target = self.rng.choice(choices)
-        from edgefleet.cloud import ConflictError
-
-        if self._rollout:
-            with contextlib.suppress(ConflictError):  # already over
-                self.client.control(self._rollout, "abort")
         ro = self.client.deploy(f"{MODEL}:{target.name}", {"site": "rk"}, ["100%"],
                                 health_window_s=self.window)  # fmt: skip
-        self._rollout = ro.rollout_id
+        self._rollout, self._target = ro.rollout_id, f"{MODEL}:{target.name}"
         self._deployed += 1
 
-    def kill_once(self, offset: int) -> str:
-        """Kill the agent at a random point of a randomly chosen phase; returns the phase it was in."""
-        want = self.rng.choice(list(PHASES))
-        marker, spread = PHASES[want]
+    def settle(self) -> None:
+        """Wait for the current rollout to end, then check that it converged (or says why not)."""
+        if not self._rollout:
+            return
+        rid, target = self._rollout, self._target
+        try:
+            ro = _wait(f"rollout {rid} to end", lambda: (r := self.client.rollout(rid)).state in TERMINAL and r,
+                       self.settle_s, 0.1)  # fmt: skip
+        except TimeoutError:
+            ro = self.client.rollout(rid)
+            members = [(m.state, m.message) for m in ro.devices]
+            self.failures.append(f"rollout {rid} ({target}) did not end within {self.settle_s:.0f} s: {members}")
+            self.outcomes.append({"rollout": rid, "to": target, "state": ro.state, "converged": False})
+            return
+        member = ro.devices[0]
+        outcome = {"rollout": rid, "to": target, "state": ro.state, "member": member.state,
+                   "attempts": _attempt(member.command_id), "message": ro.message or member.message}  # fmt: skip
+        if ro.state == "completed":
+
+            def have() -> tuple[str, str, str]:
+                dev = self.client.get_device("rk1")
+                pipe = dev.pipelines[0] if dev.pipelines else None
+                on_disk = (self._state().get("serving") or {}).get("cam", {}).get("ref", "")
+                return (pipe.model_ref if pipe else "", pipe.last_good_ref if pipe else "", on_disk)
+
+            with contextlib.suppress(TimeoutError):  # the next status report (0.3 s) names the new last-good
+                _wait("the device's report", lambda: have() == (target, target, target), 5, 0.1)
+            seen = have()
+            outcome["converged"] = member.state == "succeeded" and seen == (target, target, target)
+            if not outcome["converged"]:
+                self.failures.append(
+                    f"rollout {rid} completed ({member.state}: {member.message}) but the device serves {seen[0]}, "
+                    f"reports last-good {seen[1]} and state.json says {seen[2]}, not {target}"
+                )
+        else:  # aborted: it must say why
+            outcome["converged"] = False
+            if not (ro.message and member.message):
+                self.failures.append(f"rollout {rid} ended {ro.state} without a reason: {ro.message!r}")
+        self.outcomes.append(outcome)
+
+    def kill_once(self, offset: int) -> tuple[str, bool]:
+        """Kill the agent at a random point of a randomly chosen phase; returns the phase it was in and
+        whether it was inside the health window."""
+        want = self.rng.choices(list(PHASES), [WEIGHTS[k] for k in PHASES])[0]
+        marker, low, high = PHASES[want]
+        w = self.window
+        low = w - 0.15 if low is None and want == "window_end" else (low or 0.0)
+        high = w + 0.15 if want == "window_end" else (w - 0.3 if high is None else high)
         seen_before = self._log_since(offset).count(marker)
-        nudge, deadline = time.monotonic() + 3.0, time.monotonic() + 10.0
+        nudge, deadline = time.monotonic() + 3.0, time.monotonic() + 12.0
         phase = f"none (waited for {want})"
         while time.monotonic() < deadline:
-            if nudge and time.monotonic() > nudge:  # nothing under way: a new rollout (supersedes)
-                self._deploy()
-                nudge = 0.0
+            if nudge and time.monotonic() > nudge:  # nothing under way: the rollout is over, start the next
+                self._ensure_rollout()
+                nudge = time.monotonic() + 3.0
             if self._log_since(offset).count(marker) > seen_before:
-                time.sleep(self.rng.uniform(0.0, spread))
+                time.sleep(self.rng.uniform(low, max(low, high)))
                 phase = want
                 break
             time.sleep(0.005)
@@ -324,7 +390,7 @@ class RandomKill:
         self.agent.wait(10)
         self.agent = None
         self.phases[phase] += 1
-        return phase
+        return phase, phase in ("health", "window_end")
 
     def run(self, kills: int) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -332,27 +398,53 @@ class RandomKill:
         offset = self.restart()
         for i in range(kills):
             self._ensure_rollout()
-            phase = self.kill_once(offset)
+            phase, in_window = self.kill_once(offset)
             self.stats["kills"] += 1
             self.check_store()
             self._evict_cold()
+            if in_window and self.rng.random() < 0.5:  # back only after the controller's window is over
+                time.sleep(self.window + 1.0)
+                self.stats["late_restarts"] += 1
             offset = self.restart()
             self.say(f"kill {i + 1}/{kills} in {phase}: {len(self.failures)} failure(s)")
+        self.settle()
         staging = self.state_dir / "staging"
         leftovers = list(staging.iterdir()) if staging.exists() else []
+        ended = Counter(o["state"] for o in self.outcomes)
         return {
             "kills": self.stats["kills"],
             "kills_by_phase": dict(self.phases),
+            "kills_in_health_window": self.phases["health"] + self.phases["window_end"],
+            "restarts_after_the_controllers_window": self.stats["late_restarts"],
             "restarts": self.stats["restarts"],
             "restarts_on_verified_version": self.stats["restarts_on_verified"],
             "store_integrity_checks": self.stats["integrity_checks"],
             "store_integrity_ok": self.stats["integrity_ok"],
             "rollouts_started": self._deployed,
+            "rollouts_ended": dict(ended),
+            "rollouts_completed_and_converged": sum(1 for o in self.outcomes if o.get("converged")),
+            "rollouts_completed_not_converged": sum(
+                1 for o in self.outcomes if o["state"] == "completed" and not o.get("converged")
+            ),
+            "rollouts_aborted_with_reason": sum(
+                1 for o in self.outcomes if o["state"] != "completed" and o.get("message")
+            ),
+            "versions_deployed": len({o["to"] for o in self.outcomes}),
+            "commands_resent": (self.root / "controller.log").read_text(errors="replace").count("re-sending (attempt"),
+            "outcomes": self.outcomes,
             "downloads_resumed": self.agent_log.read_text(errors="replace").count("resuming at"),
             "staging_leftovers_after_restart": len(leftovers),
+            "complete_downloads_left_by_a_kill_removed_at_restart": self.stats["stale_parts_removed"],
             "failures": self.failures,
             "mean_restart_s": round(self.stats["restart_s_total"] / max(1, self.stats["restarts"]), 3),
             "elapsed_s": round(time.monotonic() - t0, 1),
             "padding_bytes": self.padding,
             "download_rate_limit_kbps": self.rate,
+            "health_window_s": self.window,
         }
+
+
+def _attempt(command_id: str) -> int:
+    """The attempt number in a command id: ``<rollout>.<device>.apply`` is 1, ``….apply.3`` is 3."""
+    last = command_id.rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else 1

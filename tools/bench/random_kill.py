@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Random-kill benchmark: a real controller and a real agent on loopback; the agent is SIGKILLed at a
-random point of download, verify, install, swap or the health window of a rollout, again and again.
+random point of download, verify, install, swap, inside the health window or at its end, again and
+again (after a kill in the window it stays dead, half the time, until the controller's window is over).
 After every kill the model store is checked (every installed package re-verifies, every partial download
 is a prefix of its artifact, state.json parses and points at verified packages); after every restart,
-that the agent serves its last-good version and that it verifies. Prints one JSON object.
+that the agent serves its last-good version and that it verifies. Every rollout is followed to its end:
+it must converge (completed, the device serving the version and holding it as last-good) or end
+aborted with a reason. Prints one JSON object.
 
-    .venv/bin/python tools/bench/random_kill.py --kills 200 --out bench/results/random-kill.json
+    .venv/bin/python tools/bench/random_kill.py --kills 50 --versions 25 --out bench/results/random-kill.json
     .venv/bin/python tools/bench/random_kill.py --kills 20            # quicker
 
 The harness is tests/support/random_kill.py (also used by tests/integration/test_random_kill.py).
@@ -37,6 +40,7 @@ def main() -> int:
     ap.add_argument(
         "--rate-kbps", type=float, default=32000.0, help="the agent's download_rate_limit_kbps (kilobits/s)"
     )
+    ap.add_argument("--health-window", type=float, default=2.0, help="each rollout's health window (s)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
@@ -47,6 +51,7 @@ def main() -> int:
             versions=args.versions,
             padding_bytes=int(args.padding_mb * 1e6),
             rate_limit_kbps=args.rate_kbps,
+            health_window_s=args.health_window,
             say=None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True)),
         )
         try:
@@ -58,7 +63,9 @@ def main() -> int:
         "command": "tools/bench/random_kill.py " + " ".join(sys.argv[1:]),
         "seed": args.seed,
         **result,
-        "ok": not result["failures"] and result["restarts"] == result["restarts_on_verified_version"],
+        "ok": not result["failures"]
+        and result["restarts"] == result["restarts_on_verified_version"]
+        and result["rollouts_completed_not_converged"] == 0,
         "machine": machine(),
         "load_after": load(),
     }

@@ -102,6 +102,7 @@ class SimAgent:
         self.id, self.cfg, self.rec = device_id, cfg, rec
         self.serving, self.previous = cfg.model_ref, ""
         self.sha = cfg.model_sha
+        self.last_good, self.last_good_sha = cfg.model_ref, cfg.model_sha  # as a real agent's state.json
         self.outcomes: dict[str, tuple[bool, str, str]] = {}
         self.inflight: set[str] = set()
         self.out: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
@@ -124,6 +125,8 @@ class SimAgent:
                 healthy=True,
             ),
             previous_ref=self.previous,
+            last_good_ref=self.last_good,
+            last_good_sha256=self.last_good_sha,
         )
 
     def _hello(self) -> Any:
@@ -258,17 +261,21 @@ class SimAgent:
             elif kind == "rollback":
                 self._event(cid, pb.STEP_ROLLED_BACK, f"back to {cmd.rollback.to_ref}")
                 self.serving, self.previous = cmd.rollback.to_ref, self.serving
+                self.last_good, self.last_good_sha = self.serving, ""
                 ok, message, ref = True, f"rolled back to {cmd.rollback.to_ref}", cmd.rollback.to_ref
             else:
                 ok, message, ref = False, "unknown command kind", self.serving
         finally:
             self.inflight.discard(cid)
         self.outcomes[cid] = (ok, message, ref)
-        self._event(cid, pb.STEP_DONE, message, done=True, ok=ok, model_ref=ref)
+        held = ok and kind == "rollback"
+        self._event(cid, pb.STEP_DONE, message, done=True, ok=ok, model_ref=ref, last_good=held)
         self.rec.done.setdefault(cid, time.time())
-        if ok and kind == "apply" and cmd.apply.health_window_s > 0:
+        if ok and kind == "apply":
             await asyncio.sleep(cmd.apply.health_window_s)
-            self._event(cid, pb.STEP_HEALTH, f"{ref} healthy; now last-good", model_ref=ref)
+            if self.serving == ref:
+                self.last_good, self.last_good_sha = ref, self.sha
+                self._event(cid, pb.STEP_HEALTH, f"{ref} healthy; now last-good", model_ref=ref, last_good=True)
 
     async def _apply(self, stub: Any, cid: str, apply: Any) -> tuple[bool, str, str]:
         pb, m = self.pb, apply.model

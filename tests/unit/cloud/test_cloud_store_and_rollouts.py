@@ -148,18 +148,30 @@ def agent_applies(store: Store, rid: str, device: str, ok: bool = True, ref: str
         store.status(device, pipes(ref), {"healthy": True})
 
 
+def good_pipes(ref: str, last_good: str) -> list[dict[str, Any]]:
+    """A status report's pipelines: serving ``ref``, with ``last_good`` durably recorded on the device."""
+    return [dict(p, last_good_ref=last_good) for p in pipes(ref)]
+
+
+def confirm(store: Store, device: str, command_id: str, ref: str = "m:2.0.0") -> None:
+    """The agent's health window passed: state.json says ``ref`` is last-good, and it says so."""
+    store.event(device, command_id, False, True, f"{ref} healthy; now last-good", last_good=True)
+    store.status(device, good_pipes(ref, ref), {"healthy": True})
+
+
 def states(store: Store, rid: str) -> dict[str, str]:
     return {m["device_id"]: m["state"] for m in store.get_rollout(rid)["devices"]}
 
 
 def swap_and_pass_health(store: Store, eng: RolloutEngine, rid: str, *devices: str) -> None:
-    """The devices apply the command, report healthy on the new version through the health window."""
+    """The devices apply the command, report healthy on the new version through the health window, and
+    then that it is their last-good."""
     for d in devices:
         agent_applies(store, rid, d)
     eng.step(rid)
     store.clock.t += 5  # type: ignore[attr-defined]
     for d in devices:
-        store.status(d, pipes("m:2.0.0"), {"healthy": True})
+        confirm(store, d, f"{rid}.{d}.apply")
     eng.step(rid)
 
 
@@ -174,7 +186,7 @@ def test_waves_advance_only_after_swap_and_health_window(store: Store) -> None:
     eng.step(rid)
     assert states(store, rid)["d0"] == "health"
     clock.t += 5.0  # type: ignore[attr-defined]
-    store.status("d0", pipes("m:2.0.0"), {"healthy": True})
+    confirm(store, "d0", f"{rid}.d0.apply")
     touched = eng.step(rid)
     assert states(store, rid)["d0"] == "succeeded"
     assert sorted(touched) == ["d1", "d2", "d3"]
@@ -186,7 +198,7 @@ def test_waves_advance_only_after_swap_and_health_window(store: Store) -> None:
     eng2.step(rid)
     clock.t += 5.0  # type: ignore[attr-defined]
     for d in ("d1", "d2", "d3"):
-        store.status(d, pipes("m:2.0.0"), {"healthy": True})
+        confirm(store, d, f"{rid}.{d}.apply")
     eng2.step(rid)
     ro = store.get_rollout(rid)
     assert ro["state"] == "completed", ro
@@ -261,7 +273,7 @@ def test_offline_devices_do_not_block_a_wave_but_converge_later(store: Store) ->
     agent_applies(store, rid, "d1")
     eng.step(rid)
     store.clock.t += 5  # type: ignore[attr-defined]
-    store.status("d1", pipes("m:2.0.0"), {"healthy": True})
+    confirm(store, "d1", f"{rid}.d1.apply")
     eng.step(rid)
     assert states(store, rid)["d1"] == "succeeded"
 
@@ -443,3 +455,175 @@ def test_a_new_device_joins_the_current_wave_of_a_running_rollout_and_the_newest
     store.hello("current", {"site": "a"}, {}, serving, "r#c")
     assert store.join_rollouts("current") == []
     assert len(ids) == 3
+
+
+def member(store: Store, rid: str, device: str) -> dict[str, Any]:
+    return next(m for m in store.get_rollout(rid)["devices"] if m["device_id"] == device)
+
+
+def test_a_member_succeeds_only_once_the_device_reports_the_version_last_good(store: Store) -> None:
+    """Found by the random-kill run: the controller marked a member succeeded from status reports alone
+    while the device's last-good was still the old version."""
+    ids = add_devices(store, 1, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    eng, clock = engine(store), store.clock
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    eng.step(rid)
+    for _ in range(4):  # the whole window: serving the new version, healthy, last-good still the old one
+        clock.t += 1.5  # type: ignore[attr-defined]
+        store.status("d0", good_pipes("m:2.0.0", "m:1.0.0"), {"healthy": True})
+        eng.step(rid)
+    assert states(store, rid)["d0"] == "health", member(store, rid, "d0")
+    assert store.get_rollout(rid)["state"] == "running"
+    confirm(store, "d0", f"{rid}.d0.apply")
+    eng.step(rid)
+    assert states(store, rid)["d0"] == "succeeded"
+    assert store.get_rollout(rid)["state"] == "completed"
+
+
+def test_a_device_that_crashes_in_its_window_is_unknown_then_resent_and_converges(store: Store) -> None:
+    """The kill inside the health window: the last report before the crash must not make the member
+    succeed; the device comes back on its old last-good, the controller re-sends, the device converges."""
+    ids = add_devices(store, 1, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    eng, clock = engine(store), store.clock
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    eng.step(rid)
+    store.status("d0", good_pipes("m:2.0.0", "m:1.0.0"), {"healthy": True})
+    clock.t += 0.5  # type: ignore[attr-defined]
+    store.disconnect("d0", "r#d0")  # SIGKILL: the stream breaks
+    clock.t += 10  # type: ignore[attr-defined]  # the controller's window is long over
+    eng.step(rid)
+    m = member(store, rid, "d0")
+    assert m["state"] == "unknown", m
+    assert "disconnected" in m["message"]
+    assert store.get_rollout(rid)["state"] == "running"  # expected back (seen within the stale time)
+    # the agent restarts on its last-good 1.0.0; the first report after the Hello says so
+    store.hello("d0", {"site": "a"}, {}, good_pipes("m:1.0.0", "m:1.0.0"), "r#d0-2")
+    clock.t += 0.3  # type: ignore[attr-defined]
+    store.status("d0", good_pipes("m:1.0.0", "m:1.0.0"), {"healthy": True})
+    assert eng.step(rid) == ["d0"]
+    (again,) = store.pending_commands("d0")
+    assert again["command_id"] == f"{rid}.d0.apply.2" and again["ref"] == "m:2.0.0"
+    m = member(store, rid, "d0")
+    assert m["state"] == "applying" and m["command_id"] == again["command_id"], m
+    assert "serves m:1.0.0" in m["message"] and "attempt 2" in m["message"]
+    # the second attempt goes through its whole window
+    store.event("d0", again["command_id"], True, True, "serving m:2.0.0")
+    clock.t += 0.1  # type: ignore[attr-defined]
+    store.status("d0", good_pipes("m:2.0.0", "m:1.0.0"), {"healthy": True})
+    eng.step(rid)
+    assert states(store, rid)["d0"] == "health"
+    clock.t += 5  # type: ignore[attr-defined]
+    confirm(store, "d0", again["command_id"])
+    eng.step(rid)
+    assert states(store, rid)["d0"] == "succeeded"
+    assert store.get_rollout(rid)["state"] == "completed"
+
+
+def test_a_device_that_never_converges_fails_after_bounded_retries_with_the_reason(store: Store) -> None:
+    ids = add_devices(store, 1, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    clock = store.clock
+    eng = RolloutEngine(store, "test", notify=lambda _d: None, stale_s=30.0, max_attempts=3, retry_backoff_s=2.0)
+    eng.step(rid)
+    sent = []
+    for attempt in range(1, 4):  # every attempt: applied, then the device is back on 1.0.0 (a crash loop)
+        cmd = member(store, rid, "d0")["command_id"]
+        sent.append(cmd)
+        store.event("d0", cmd, True, True, "serving m:2.0.0")
+        eng.step(rid)
+        clock.t += 0.5  # type: ignore[attr-defined]
+        store.disconnect("d0", f"r#d0-{attempt - 1}" if attempt > 1 else "r#d0")
+        store.hello("d0", {"site": "a"}, {}, good_pipes("m:1.0.0", "m:1.0.0"), f"r#d0-{attempt}")
+        clock.t += 0.3  # type: ignore[attr-defined]
+        store.status("d0", good_pipes("m:1.0.0", "m:1.0.0"), {"healthy": True})
+        eng.step(rid)
+        if attempt < 3:
+            m = member(store, rid, "d0")
+            assert m["state"] == "applying", m
+            if attempt == 2:  # the first re-send goes at once, the next ones back off
+                assert store.pending_commands("d0") == [] and "in 2 s" in m["message"], m
+                clock.t += 2.0  # type: ignore[attr-defined]
+            assert [d["command_id"] for d in store.pending_commands("d0")] == [f"{rid}.d0.apply.{attempt + 1}"]
+    assert sent == [f"{rid}.d0.apply", f"{rid}.d0.apply.2", f"{rid}.d0.apply.3"]
+    ro = store.get_rollout(rid)
+    assert ro["state"] == "aborted", ro
+    assert "did not converge after 3 attempts" in ro["message"] and "serves m:1.0.0" in ro["message"], ro
+    # the wave is rolled back: its desired state is the version it serves (a no-op on the device)
+    assert member(store, rid, "d0")["state"] == "rolling_back"
+    assert [(d["kind"], d["ref"]) for d in store.pending_commands("d0")] == [("rollback", "m:1.0.0")]
+
+
+def test_a_completed_rollout_re_sends_to_a_device_that_comes_back_on_another_version(store: Store) -> None:
+    """Level-triggered: the desired state holds after the rollout is over, whatever brought the device off it."""
+    ids = add_devices(store, 1, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    eng, clock = engine(store), store.clock
+    eng.step(rid)
+    agent_applies(store, rid, "d0")
+    eng.step(rid)
+    clock.t += 5  # type: ignore[attr-defined]
+    confirm(store, "d0", f"{rid}.d0.apply")
+    eng.step(rid)
+    assert store.get_rollout(rid)["state"] == "completed"
+    assert store.diverged_rollouts() == []
+    assert rid not in store.active_rollouts()
+    # the device's store lost the package: it restarts on the config's 1.0.0
+    store.hello("d0", {"site": "a"}, {}, good_pipes("m:1.0.0", ""), "r#d0-2")
+    clock.t += 0.3  # type: ignore[attr-defined]
+    store.status("d0", good_pipes("m:1.0.0", ""), {"healthy": True})
+    assert store.diverged_rollouts() == [rid]
+    assert eng.step(rid) == ["d0"]
+    assert store.pending_commands("d0")[0]["command_id"] == f"{rid}.d0.apply.2"
+    assert states(store, rid)["d0"] == "applying"
+
+
+def test_replicas_decide_a_re_send_once(store: Store) -> None:
+    """Two engines (replicas) on one database: the re-send is decided under the rollout's lease, once."""
+    ids = add_devices(store, 1, {"site": "a"})
+    rid = create(store, ids, ["100%"])
+    one = RolloutEngine(store, "one", notify=lambda _d: None, stale_s=30.0)
+    two = RolloutEngine(store, "two", notify=lambda _d: None, stale_s=30.0)
+    assert one.tick() == ["d0"]
+    assert two.tick() == []  # not its lease
+    store.event("d0", f"{rid}.d0.apply", True, True, "serving m:2.0.0")
+    store.clock.t += 0.5  # type: ignore[attr-defined]
+    store.disconnect("d0", "r#d0")
+    store.hello("d0", {"site": "a"}, {}, good_pipes("m:1.0.0", "m:1.0.0"), "r#d0-2")
+    store.clock.t += 0.3  # type: ignore[attr-defined]
+    store.status("d0", good_pipes("m:1.0.0", "m:1.0.0"), {"healthy": True})
+    touched = two.tick() + one.tick() + one.tick()
+    assert touched == ["d0"]
+    assert [d["command_id"] for d in store.pending_commands("d0")] == [f"{rid}.d0.apply.2"]
+
+
+def test_a_v5_database_gets_the_convergence_columns_with_their_defaults(db_url: str) -> None:
+    from edgefleet.cloud._db import _V6_COLUMNS
+
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as c:  # as release v5 left it: the tables without the v6 columns, one member row
+            metadata.create_all(c, tables=[tables["schema_version"]])
+            for version, _, step in MIGRATIONS[:5]:
+                step(c)
+                c.execute(sa.insert(tables["schema_version"]).values(version=version, applied_at=0.0))
+            for table, column, _, _ in _V6_COLUMNS:
+                c.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+            c.execute(
+                sa.text(
+                    "INSERT INTO desired (device_id, model_name, kind, sha256, ref, command_id, rollout_id, "
+                    "health_window_s, state, message, updated_at, done_at) VALUES "
+                    "('d0', 'm', 'apply', '', 'm:2.0.0', 'r-1.d0.apply', 'r-1', 5, 'applied', '', 0, 0)"
+                )
+            )
+        assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0] >= 6
+        for table, column, _, _ in _V6_COLUMNS:
+            assert column in {col["name"] for col in sa.inspect(engine).get_columns(table)}, (table, column)
+        with engine.connect() as c:
+            row = c.execute(sa.text("SELECT attempt, not_before, last_good_at FROM desired")).one()
+        assert tuple(row) == (1, 0.0, 0.0)
+    finally:
+        engine.dispose()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ def test_config_is_strict_and_errors_name_the_file_and_field(tmp_path: Path) -> 
         ("controller", {"address": "127.0.0.1:99999"}, "controller.address"),
         ("health_window_s", float("inf"), "health_window_s"),  # the agent's timer thread died on it
         ("download_rate_limit_kbps", float("nan"), "download_rate_limit_kbps"),
+        ("install_nice", 20, "install_nice"),
         ("controller", {"backoff_initial_s": 100, "backoff_max_s": 10}, "exceeds backoff_max_s"),
         ("state_dir", "", "state_dir is empty"),
     ):
@@ -132,6 +134,118 @@ def test_store_refuses_bad_artifacts_and_stays_unchanged(tmp_path: Path, keys: d
         store.install(path, sha, size)
     assert list(store.models.iterdir()) == []
     assert list(store.staging.iterdir()) == []
+
+
+def test_a_kill_between_install_and_part_removal_leaves_nothing_behind(tmp_path: Path, keys: dict[str, Path]) -> None:
+    """Found by the random-kill run: a kill after the install, before ``downloads/<sha>.part`` was removed,
+    left the complete download (7.6 MB) behind for good: on restart the version was found installed and
+    the clean-up skipped. A start-up now removes what a kill can leave; an unfinished download stays."""
+    store = make_store(tmp_path, keys)
+    path, sha, size = artifact(tmp_path, keys["a"])
+    part = store.partial(sha)
+    shutil.copyfile(path, part)
+    store.install(part, sha, size)  # ... SIGKILL here
+    unfinished = store.partial("f" * 64)
+    unfinished.write_bytes(b"the first bytes of another artifact")
+    (store.staging / "0123456789ab-xyz").mkdir()  # mid-unpack
+    state = tmp_path / "state" / "state.json"
+    AgentState(state).save()
+    (state.parent / ".state-abc123").write_text('{"serving": ')  # mid-write of state.json
+    ModelStore(tmp_path / "state", load_trusted_keys((keys["a_pub"],)))  # the agent starts again
+    AgentState(state)
+    assert not part.exists()
+    assert unfinished.exists()  # resumed when its command comes again
+    assert list(store.staging.iterdir()) == []
+    assert sorted(p.name for p in state.parent.iterdir() if p.name.startswith(".state-")) == []
+    assert store.installed(sha) is not None
+
+
+def test_a_hosted_pipeline_without_a_result_listener_keeps_running(tmp_path: Path) -> None:
+    """Found by `make demo` after the sinks moved to the seam: without a result listener (no detection
+    events) the host's pipeline queued every result for an iterator nobody read; it stopped after 256."""
+    import time
+
+    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.sdk import PipelineConfig, load_package
+
+    pkg = load_package(yolo_package(tmp_path / "pkg"))
+    config = PipelineConfig(model=pkg.root, sources=("synthetic:?width=64&height=48&fps=400&live=false",))
+    host = PipelineHost("cam", config)  # no listener
+    host.start(pkg)
+    try:
+        deadline = time.monotonic() + 30
+        while host.status()["health"].get("results", 0) < 600 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert host.status()["health"]["results"] >= 600, host.status()
+    finally:
+        host.close()
+
+
+def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(tmp_path: Path) -> None:
+    """Read in the code: after the SDK rolled a version back in its health window the host still held the
+    rejected package, so a watchdog restart would have started the pipeline on it."""
+    import time
+
+    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.sdk import PipelineConfig, load_package
+
+    good = load_package(yolo_package(tmp_path / "good"))
+    flaky = load_package(yolo_package(tmp_path / "flaky", version="2.0.0", nan_above=0.75))  # NaN on white frames
+    config = PipelineConfig(
+        model=good.root, sources=("synthetic:?width=96&height=96&fps=30&white_after=30&live=false",)
+    )
+    host = PipelineHost("cam", config)
+    host.start(good)
+    try:
+        out = host.swap(flaky, 30.0, lambda _s, _m: None)
+        assert out.ok and host.ref == "toy-yolo:2.0.0"
+        deadline = time.monotonic() + 20
+        while host.ref != "toy-yolo:1.0.0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.ref == "toy-yolo:1.0.0", "the SDK did not roll back"
+        while host.package is flaky and time.monotonic() < deadline:  # within a status report or 0.5 s
+            host.status()
+            time.sleep(0.05)
+        assert host.package is not None and host.package.ref == "toy-yolo:1.0.0"
+        assert host.status()["previous_ref"] == ""
+        p = host.pipeline
+        assert p is not None
+        p._flow.fail("sinks", RuntimeError("disk full"))  # the pipeline fails: the watchdog restarts it
+        while host.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host.restarts >= 1 and host.pipeline is not p
+        assert host.pipeline is not None and host.pipeline.model.ref == "toy-yolo:1.0.0"
+    finally:
+        host.close()
+
+
+def test_install_work_runs_on_one_thread_below_the_pipelines_priority() -> None:
+    """The download/verify/install thread is niced (Linux sets it per thread), the caller's is not."""
+    import os
+    import sys
+    import threading
+
+    from edgefleet.edge._background import background_executor
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("per-thread nice values are a Linux feature")
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    pool = background_executor(10)
+    try:
+        tid, nice = pool.submit(lambda: (threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0))).result(10)
+        again = pool.submit(threading.get_native_id).result(10)
+    finally:
+        pool.shutdown()
+    assert nice == min(19, mine + 10) and again == tid  # one thread, reused
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_install_work_is_bounded_by_default() -> None:
+    from edgefleet.edge._config import AgentConfig
+
+    cfg = AgentConfig.model_validate({"device_id": "d", "pipelines": {"p": {"model": "m", "sources": ["synthetic:"]}}})
+    assert cfg.download_rate_limit_kbps == 80_000.0  # 10 MB/s unless configured
+    assert cfg.install_nice == 10
 
 
 def test_state_survives_a_restart_and_a_corrupt_file(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edgefleet.sdk import IntegrityError, Pipeline, Result, SwapReport, load_package
+from edgefleet.sdk import Pipeline, Result, SwapReport, load_package
 
 # Paced at 30 fps each; live=false makes them wait instead of dropping when a loaded CI machine falls
 # behind, so the invariants below test the swap, not the machine's speed (drops are tested elsewhere).
@@ -135,15 +135,103 @@ def test_model_failing_warm_up_is_refused(toy_models: dict[str, Path], tmp_path:
     assert "warm-up failed" in (reports[0].error or "")
 
 
-def test_corrupt_package_raises_and_old_keeps_serving(toy_models: dict[str, Path], tmp_path: Path) -> None:
-    bad = tmp_path / "corrupt"
-    shutil.copytree(toy_models["yolo_v2"], bad)
-    (bad / "model.onnx").write_bytes((bad / "model.onnx").read_bytes()[:-10])
+def _signed(src: Path, dest: Path, key: Path) -> Path:
+    from edgefleet.sdk import load_private_key, read_manifest, sign_manifest
+
+    shutil.copytree(src, dest)
+    manifest = sign_manifest(read_manifest(dest / "manifest.yaml"), load_private_key(key))
+    text = yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    (dest / "manifest.yaml").write_text(text)
+    return dest
+
+
+def _bad_package(kind: str, good: Path, nan: Path, tmp: Path) -> tuple[Path, dict[str, object], str]:
+    """A package ``swap_model`` must refuse, the keyword arguments of the call, and what the error says."""
+    from edgefleet.sdk import generate_signing_key, key_id, load_public_key
+
+    generate_signing_key(tmp / "a.pem", tmp / "a.pub.pem")
+    generate_signing_key(tmp / "b.pem", tmp / "b.pub.pem")
+    trusted = {key_id(k): k for k in [load_public_key(tmp / "a.pub.pem")]}
+    bad = tmp / kind
+    if kind == "hash_mismatch":  # same size, one byte flipped
+        shutil.copytree(good, bad)
+        data = bytearray((bad / "model.onnx").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (bad / "model.onnx").write_bytes(bytes(data))
+        return bad, {}, "sha256"
+    if kind == "truncated_file":
+        shutil.copytree(good, bad)
+        (bad / "model.onnx").write_bytes((bad / "model.onnx").read_bytes()[:-10])
+        return bad, {}, "truncated"
+    if kind == "truncated_archive":
+        import tarfile
+
+        whole = tmp / "whole.tar"
+        with tarfile.open(whole, "w") as tar:
+            tar.add(good, arcname="pkg")
+        cut = tmp / "cut.tar"
+        cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+        return cut, {}, "cut.tar"
+    if kind == "untrusted_signature":  # signed, by a key the caller does not trust
+        return _signed(good, bad, tmp / "b.pem"), {"trusted_keys": trusted}, "not trusted"
+    if kind == "tampered_signature":  # signed by a trusted key, then the manifest changed
+        signed = _signed(good, bad, tmp / "a.pem")
+        text = (signed / "manifest.yaml").read_text().replace("score_threshold: 0.25", "score_threshold: 0.3")
+        (signed / "manifest.yaml").write_text(text)
+        return signed, {"trusted_keys": trusted}, "signature"
+    if kind == "unsigned":
+        return good, {"trusted_keys": trusted, "require_signature": True}, "not signed"
+    if kind == "wrong_shapes":
+        from tests.support.onnx_models import write_package
+
+        shutil.copytree(good, bad)
+        data = yaml.safe_load((bad / "manifest.yaml").read_text())
+        data["outputs"][0]["shape"] = [-1, 12, 16]
+        write_package(bad, name=data["name"], version="2.0.1", task="detection", input_spec=data["input"],
+                      outputs=data["outputs"], decoder=data["decoder"], labels=list("abcde"))  # fmt: skip
+        return bad, {}, "[-1, 12, 16]"
+    if kind == "nan_at_gate":
+        return nan, {}, "not finite"
+    assert kind == "missing"
+    return tmp / "nowhere", {}, "no such model package"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["hash_mismatch", "truncated_file", "truncated_archive", "untrusted_signature", "tampered_signature",
+     "unsigned", "wrong_shapes", "nan_at_gate", "missing"],
+)  # fmt: skip
+def test_swap_model_returns_a_refused_report_for_every_bad_package(
+    toy_models: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    """A refused package is a report, never an exception (an app that did not expect IntegrityError died
+    of it); the old version keeps serving every frame."""
+    bad, kwargs, why = _bad_package(kind, toy_models["yolo_v2"], toy_models["yolo_nan"], tmp_path)
+    events: list[str] = []
     with Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=60&live=0"]) as p:
-        with pytest.raises(IntegrityError, match="truncated"):
-            p.swap_model(bad)
+        report = p.swap_model(bad, progress=lambda e: events.append(e.stage), **kwargs)  # type: ignore[arg-type]
+        assert isinstance(report, SwapReport)
+        assert not report.ok and why in (report.error or ""), report
+        assert report.old_ref == "toy-yolo:1.0.0" and p.model.ref == "toy-yolo:1.0.0"
+        assert events[-1] == "failed" and report.events[-1].stage == "failed"
         results = list(p.results())
     assert len(results) == 60 and {r.model_version for r in results} == {"1.0.0"}
+
+
+def test_swap_model_raises_only_for_misuse(toy_models: dict[str, Path]) -> None:
+    from edgefleet.sdk import ConfigError, PipelineError
+
+    p = Pipeline(toy_models["yolo"], ["synthetic:?fps=60&frames=10&live=0"])
+    with pytest.raises(PipelineError, match="not running|created"):
+        p.swap_model(toy_models["yolo_v2"])  # not started
+    with p:
+        with pytest.raises(TypeError, match="package"):
+            p.swap_model(42)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="health_window_s"):
+            p.swap_model(toy_models["yolo_v2"], health_window_s=float("nan"))
+        list(p.results())
+    with pytest.raises(PipelineError):
+        p.swap_model(toy_models["yolo_v2"])  # closed
 
 
 def test_failure_after_cutover_rolls_back_and_reruns_the_batch(toy_models: dict[str, Path], tmp_path: Path) -> None:

@@ -211,8 +211,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if ev.duplicate:
                         text += " (duplicate)"
                     _log.info("← %s %s", conn.device_id, text)
-                    await self.store.call(self.store.event, conn.device_id, ev.command_id, ev.done, ev.ok, text)
-                    if ev.done:
+                    await self.store.call(
+                        self.store.event, conn.device_id, ev.command_id, ev.done, ev.ok, text, last_good=ev.last_good
+                    )
+                    if ev.done or ev.last_good:
                         self.on_event()
         except asyncio.CancelledError:
             raise

@@ -117,6 +117,12 @@ def _controller_commands(grp: typer.Typer) -> None:
         lease: Annotated[float, typer.Option(hidden=True)] = 10.0,
         stale: Annotated[float, typer.Option(hidden=True)] = 30.0,
         hello_timeout: Annotated[float, typer.Option(hidden=True)] = 10.0,
+        max_attempts: Annotated[
+            int, typer.Option(help="Commands sent to a device that does not converge before it fails (first included)")
+        ] = 5,
+        retry_backoff: Annotated[
+            float, typer.Option(help="Seconds before the 2nd re-send to a device that does not converge; doubling")
+        ] = 5.0,
         mqtt: Annotated[
             str | None,
             typer.Option(help="Ingest telemetry from this broker: mqtt://host:1883, mqtts://user:pass@host:8883"),
@@ -184,6 +190,8 @@ def _controller_commands(grp: typer.Typer) -> None:
                 lease_s=lease,
                 stale_s=stale,
                 hello_timeout_s=hello_timeout,
+                max_attempts=max_attempts,
+                retry_backoff_s=retry_backoff,
                 mqtt_url=mqtt,
                 mqtt_fleet=fleet,
                 mqtt_ca_file=mqtt_ca_file,

@@ -33,6 +33,7 @@ _STATE_STYLE = {
     "aborted": "red",
     "rolling_back": "yellow",
     "rolled_back": "yellow",
+    "unknown": "yellow",
 }
 
 
@@ -130,12 +131,13 @@ def device_detail(d: Any) -> list[Any]:
         if t.rejected:
             head.add_row("telemetry rejected", ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())))
     pipes = Table(title="pipelines")
-    for col in ("pipeline", "model", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
+    for col in ("pipeline", "model", "last-good", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
         pipes.add_column(col)
     for p in d.pipelines:
         pipes.add_row(
             p.name,
             p.model_ref,
+            p.last_good_ref or "-",
             p.state,
             f"{p.health.fps:.1f}",
             f"{p.health.latency_p95_ms:.1f}",
@@ -144,10 +146,11 @@ def device_detail(d: Any) -> list[Any]:
             "yes" if p.health.healthy else "no",
         )
     desired = Table(title="desired state")
-    for col in ("model", "target", "state", "command", "message"):
+    for col in ("model", "target", "state", "last-good", "command", "message"):
         desired.add_column(col, overflow="fold")
     for x in d.desired:
-        desired.add_row(x.model_name, x.model_ref, _styled(x.state), x.command_id, x.message)
+        good = "yes" if x.last_good else "no"
+        desired.add_row(x.model_name, x.model_ref, _styled(x.state), good, x.command_id, x.message)
     return [head, pipes, desired]
 
 

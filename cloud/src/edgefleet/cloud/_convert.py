@@ -55,6 +55,8 @@ def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Devic
                 rollout_id=d["rollout_id"],
                 state=d["state"],
                 message=d["message"],
+                attempt=d.get("attempt", 1),
+                last_good=d.get("last_good_at", 0.0) > 0,
             )
             for d in r["desired"]
         ],

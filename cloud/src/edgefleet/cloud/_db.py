@@ -53,6 +53,7 @@ devices = sa.Table(
     sa.Column("first_seen", sa.Float, nullable=False),
     sa.Column("last_seen", sa.Float, nullable=False),
     sa.Column("last_event", sa.Text, nullable=False, default=""),
+    sa.Column("connected_at", sa.Float, nullable=False, default=0.0),  # when its current stream opened (v6)
 )
 
 # What each device should serve, per model name, and the command that gets it there.
@@ -71,6 +72,10 @@ desired = sa.Table(
     sa.Column("message", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Column("done_at", sa.Float, nullable=False, default=0.0),
+    # v6: the controller re-sends a command a device does not serve, under a new id per attempt
+    sa.Column("attempt", sa.Integer, nullable=False, default=1),
+    sa.Column("not_before", sa.Float, nullable=False, default=0.0),  # backoff: not sent before this time
+    sa.Column("last_good_at", sa.Float, nullable=False, default=0.0),  # the device reported it last-good
 )
 
 rollouts = sa.Table(
@@ -106,6 +111,7 @@ rollout_devices = sa.Table(
     sa.Column("swapped_at", sa.Float, nullable=False, default=0.0),
     sa.Column("message", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("watch_since", sa.Float, nullable=False, default=0.0),  # v6: its health window runs from here
 )
 
 schema_version_table = sa.Table(
@@ -150,6 +156,24 @@ def _upgrade_telemetry(conn: Connection) -> None:
     upgrade_tables(conn)
 
 
+# v7: columns of the convergence rules (docs/grpc-api.md, "Rollouts"): (table, column, SQL type, default)
+_V7_COLUMNS = [
+    ("devices", "connected_at", "DOUBLE PRECISION", "0"),
+    ("desired", "attempt", "INTEGER", "1"),
+    ("desired", "not_before", "DOUBLE PRECISION", "0"),
+    ("desired", "last_good_at", "DOUBLE PRECISION", "0"),
+    ("rollout_devices", "watch_since", "DOUBLE PRECISION", "0"),
+]
+
+
+def _v7(conn: Connection) -> None:
+    # A database created by this release has them already (_v1 creates the tables as defined above).
+    inspector = sa.inspect(conn)
+    for table, column, sql_type, default in _V7_COLUMNS:
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} NOT NULL DEFAULT {default}"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
@@ -161,6 +185,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         "telemetry acknowledgements (telemetry_messages.prev, telemetry_devices.acked_seq), telemetry_rejections",
         _upgrade_telemetry,
     ),
+    (7, "convergence: devices.connected_at, desired.attempt/not_before/last_good_at, rollout_devices.watch_since", _v7),
 ]
 
 

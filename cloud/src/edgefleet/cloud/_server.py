@@ -131,6 +131,10 @@ class Controller:
             lease_s=s.lease_s,
             stale_s=s.stale_s,
             telemetry_health=self.telemetry.health if s.mqtt_url else None,
+            report_gap_s=s.report_gap_s,
+            max_attempts=s.max_attempts,
+            retry_backoff_s=s.retry_backoff_s,
+            reconcile_s=s.reconcile_s,
         )
         from ._auth import Authorizer, server_credentials
 

@@ -36,6 +36,11 @@ class ControllerSettings:
     tick_s: float = 0.5
     sweep_s: float = 1.0
     resend_s: float = 30.0  # repeat a command the agent has not finished (it ignores one in progress)
+    # A device that comes back on (or reports) another version than it applied is re-sent its command under
+    # a new id: at once, then after retry_backoff_s doubling (to 300 s), max_attempts commands in all.
+    max_attempts: int = 5
+    retry_backoff_s: float = 5.0
+    reconcile_s: float = 2.0  # how often completed rollouts' devices are checked against their desired state
     lease_s: float = 10.0
     stale_s: float = 30.0
     hello_timeout_s: float = 10.0
@@ -72,7 +77,8 @@ class ControllerSettings:
                 raise InvalidArgumentError(f"--metrics-listen {problem}")
         if not self.mqtt_share_group or any(c in self.mqtt_share_group for c in "/+#"):
             raise InvalidArgumentError(f"--mqtt-share-group {self.mqtt_share_group!r} must be one topic level")
-        for name in ("status_interval_s", "tick_s", "sweep_s", "resend_s", "lease_s", "stale_s", "hello_timeout_s"):
+        names = ("status_interval_s", "tick_s", "sweep_s", "resend_s", "lease_s", "stale_s", "hello_timeout_s")
+        for name in (*names, "retry_backoff_s", "reconcile_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise InvalidArgumentError(f"{name} must be a number of seconds > 0, got {value}")
@@ -80,11 +86,18 @@ class ControllerSettings:
             raise InvalidArgumentError(
                 f"default_health_window_s must be 0..{MAX_WINDOW_S:.0f} seconds, got {self.default_health_window_s}"
             )
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise InvalidArgumentError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
         if not (math.isfinite(self.grace_s) and self.grace_s >= 0):
             raise InvalidArgumentError(f"grace_s must be >= 0 seconds, got {self.grace_s}")
         bad = sorted(k for k in self.revoked_keys if not _KEY_ID.fullmatch(k))
         if bad:
             raise InvalidArgumentError(f"not a publisher key id (16 hex digits, `edgefleet keys`): {', '.join(bad)}")
+
+    @property
+    def report_gap_s(self) -> float:
+        """A device silent this long during its health window is 'unknown' (three reports missed)."""
+        return 3.0 * self.status_interval_s + 2.0
 
     @property
     def artifacts_dir(self) -> Path:

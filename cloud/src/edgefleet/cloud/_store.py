@@ -136,6 +136,7 @@ class Store:
                 "online": True,
                 "connection": conn_id,
                 "last_seen": now,
+                "connected_at": now,
             }
             if old is None:
                 c.execute(
@@ -197,9 +198,19 @@ class Store:
         with self.engine.begin() as c:
             c.execute(stmt, params)
 
-    def event(self, device_id: str, command_id: str, done: bool, ok: bool, message: str) -> None:
+    def event(
+        self, device_id: str, command_id: str, done: bool, ok: bool, message: str, *, last_good: bool = False
+    ) -> None:
+        """A command event from the device. ``last_good``: it has written the command's version as its
+        last-good (its health window passed), the one thing that lets a rollout member succeed."""
         now = self.clock()
         with self.engine.begin() as c:
+            if last_good:
+                c.execute(
+                    sa.update(desired)
+                    .where(desired.c.command_id == command_id, desired.c.device_id == device_id)
+                    .values(last_good_at=now)
+                )
             row = c.execute(
                 sa.select(desired.c.state).where(desired.c.command_id == command_id, desired.c.device_id == device_id)
             ).first()
@@ -281,14 +292,70 @@ class Store:
                 )
 
     def pending_commands(self, device_id: str) -> list[Row]:
+        """The device's commands to send now: not finished, and not waiting out a re-send's backoff."""
         with self.engine.connect() as c:
-            q = sa.select(desired).where(desired.c.device_id == device_id, desired.c.state.in_(("pending", "applying")))
+            q = sa.select(desired).where(
+                desired.c.device_id == device_id,
+                desired.c.state.in_(("pending", "applying")),
+                desired.c.not_before <= self.clock(),
+            )
             return [dict(r) for r in c.execute(q).mappings()]
 
     def all_pending(self) -> list[tuple[str, str]]:
         with self.engine.connect() as c:
-            q = sa.select(desired.c.device_id, desired.c.command_id).where(desired.c.state.in_(("pending", "applying")))
+            q = sa.select(desired.c.device_id, desired.c.command_id).where(
+                desired.c.state.in_(("pending", "applying")), desired.c.not_before <= self.clock()
+            )
             return [(r[0], r[1]) for r in c.execute(q)]
+
+    def resend(self, rollout_id: str, old_command_id: str, row: Row, message: str) -> bool:
+        """Replace the desired command ``old_command_id`` with ``row`` (a new attempt, pending from
+        ``row["not_before"]``) and point the rollout member at it, in one transaction. A compare-and-set:
+        False, and nothing written, when the desired row no longer holds ``old_command_id``."""
+        now = self.clock()
+        with self.engine.begin() as c:
+            res = c.execute(
+                sa.update(desired)
+                .where(
+                    desired.c.device_id == row["device_id"],
+                    desired.c.model_name == row["model_name"],
+                    desired.c.command_id == old_command_id,
+                )
+                .values(**row, state="pending", message="", updated_at=now, done_at=0.0, last_good_at=0.0)
+            )
+            if not res.rowcount:
+                return False
+            c.execute(
+                sa.update(rollout_devices)
+                .where(rollout_devices.c.rollout_id == rollout_id, rollout_devices.c.device_id == row["device_id"])
+                .values(state="applying", command_id=row["command_id"], message=message, updated_at=now)
+            )
+            return True
+
+    def diverged_rollouts(self) -> list[str]:
+        """Rollouts with a device that is connected, has reported since it connected, and serves another
+        version than its desired row says it was told and applied: the level trigger of reconciliation
+        (the rollout engine then decides, under the rollout's lease)."""
+        q = (
+            sa.select(desired.c.rollout_id, desired.c.model_name, desired.c.ref, devices.c.pipelines)
+            .select_from(desired.join(devices, desired.c.device_id == devices.c.device_id))
+            .where(
+                desired.c.state == "applied",
+                desired.c.kind == "apply",
+                desired.c.rollout_id != "",
+                devices.c.online.is_(True),
+                devices.c.health_at > devices.c.connected_at,
+            )
+        )
+        out: list[str] = []
+        with self.engine.connect() as c:
+            for rid, name, ref, pipes in c.execute(q):
+                if rid in out:
+                    continue
+                mine = [p for p in pipes or [] if str(p.get("model_ref", "")).split(":")[0] == name]
+                if not mine or any(p.get("model_ref") != ref for p in mine):
+                    out.append(rid)
+        return out
 
     def desired_by_command(self, command_ids: list[str]) -> dict[str, Row]:
         if not command_ids:
@@ -412,7 +479,7 @@ class Store:
         """Rollouts that still need driving: running or paused, or with members mid-command."""
         busy = sa.exists().where(
             rollout_devices.c.rollout_id == rollouts.c.rollout_id,
-            rollout_devices.c.state.in_(("applying", "health", "rolling_back")),
+            rollout_devices.c.state.in_(("applying", "health", "unknown", "rolling_back")),
         )
         q = sa.select(rollouts.c.rollout_id).where(rollouts.c.state.in_(("running", "paused")) | busy)
         with self.engine.connect() as c:

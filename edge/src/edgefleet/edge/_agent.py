@@ -23,6 +23,7 @@ from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig, key_id, load_public_key
 from edgefleet.sdk._address import can_probe, connect_problem
 
+from ._background import background_executor
 from ._caps import detect_capabilities
 from ._config import AgentConfig
 from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
@@ -38,6 +39,7 @@ __all__ = ["Agent", "load_trusted_keys"]
 _log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 _STEPS = {
+    "verify": agent_pb2.STEP_VERIFYING,
     "load": agent_pb2.STEP_LOADING,
     "warmup": agent_pb2.STEP_WARMUP,
     "gate": agent_pb2.STEP_GATE,
@@ -83,6 +85,7 @@ class Agent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._caps = detect_capabilities(VERSION)
+        self._background = background_executor(config.install_nice)  # downloads' writes, verify, install
         self.telemetry: TelemetryAgent | None = None
         if config.telemetry is not None:
             try:
@@ -159,6 +162,7 @@ class Agent:
                 _log.warning("error event not published: %s", exc)
 
     def pipeline_statuses(self) -> list[dict[str, Any]]:
+        """Each pipeline's status, with the version it serves and its last-good as written on disk."""
         out = []
         for name, host in self.hosts.items():
             st = host.status()
@@ -168,7 +172,17 @@ class Agent:
                 else self.state.packages.get(st["model_ref"], {}).get("sha256", "")
             )
             out.append(st)
+        self._stamp_last_good(out)
         return out
+
+    def _stamp_last_good(self, statuses: list[dict[str, Any]]) -> None:
+        """Each pipeline's last-good as written on disk. Called again on the event loop right before a
+        report is sent: a report taken on a worker thread must not arrive after the "now last-good" event
+        and still name the version before."""
+        for st in statuses:
+            last_good = self.state.last_good(st["name"])
+            st["last_good_ref"] = last_good.get("ref", "")
+            st["last_good_sha256"] = last_good.get("sha256", "")
 
     # --- the connection ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -200,6 +214,7 @@ class Agent:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._background.shutdown(wait=False, cancel_futures=True)
 
     def _hello(self) -> agent_pb2.AgentMessage:
         caps = ParseDict(self._caps, common_pb2.Capabilities())
@@ -279,6 +294,7 @@ class Agent:
     async def _report_status(self, stub: Any) -> None:
         while True:
             pipes = await asyncio.to_thread(self.pipeline_statuses)
+            self._stamp_last_good(pipes)
             healthy = all(p["health"].get("healthy", False) for p in pipes)
             self._send(
                 agent_pb2.AgentMessage(
@@ -306,6 +322,7 @@ class Agent:
         duplicate: bool = False,
         model_ref: str = "",
         metrics: dict[str, float] | None = None,
+        last_good: bool = False,
     ) -> None:
         _log.info("command %s: %s %s", command_id, agent_pb2.Step.Name(step), message)
         self._send(
@@ -320,6 +337,7 @@ class Agent:
                     at=time.time(),
                     model_ref=model_ref,
                     metrics=metrics or {},
+                    last_good=last_good,
                 )
             )
         )
@@ -337,6 +355,7 @@ class Agent:
                 ok=seen["ok"],
                 duplicate=True,
                 model_ref=seen.get("model_ref", ""),
+                last_good=bool(seen.get("last_good")),
             )
             return
         if cid in self._inflight:
@@ -352,11 +371,16 @@ class Agent:
         try:
             async with self._apply_lock:
                 self.event(cid, agent_pb2.STEP_RECEIVED, cmd.WhichOneof("kind") or "")
+                watching = last_good = False
                 try:
                     if cmd.WhichOneof("kind") == "apply":
-                        ok, message, ref = True, *await self._apply(stub, cid, cmd.apply, cmd.rollout_id)
+                        ok, (message, ref, watching, last_good) = (
+                            True,
+                            await self._apply(stub, cid, cmd.apply, cmd.rollout_id),
+                        )
                     elif cmd.WhichOneof("kind") == "rollback":
                         ok, message, ref = True, *await self._rollback(cid, cmd.rollback, cmd.rollout_id)
+                        last_good = True  # _rollback wrote it as last-good before returning
                     else:
                         raise ApplyError("unknown command kind (is the agent older than the controller?)")
                 except DownloadInterruptedError as exc:
@@ -367,8 +391,9 @@ class Agent:
                     ok, message, ref = False, str(exc), self._serving_ref(cmd)
                     _log.warning("command %s refused: %s", cid, message)
                     self._report_error("command", f"{cid}: {message}")
-                self.state.record_command(cid, ok, message, ref)
-                self.event(cid, agent_pb2.STEP_DONE, message, done=True, ok=ok, model_ref=ref)
+                # provisional while its health window runs: a restart in the window drops it (state.py)
+                self.state.record_command(cid, ok, message, ref, provisional=watching, last_good=last_good)
+                self.event(cid, agent_pb2.STEP_DONE, message, done=True, ok=ok, model_ref=ref, last_good=last_good)
         finally:
             self._inflight.discard(cid)
 
@@ -388,6 +413,7 @@ class Agent:
     async def _fetch_package(self, stub: Any, cid: str, m: common_pb2.ModelRef) -> ModelPackage:
         root = self.store.installed(m.sha256)
         if root is not None:
+            self.store.partial(m.sha256).unlink(missing_ok=True)  # a kill after the install left it
             return self.store.load(root)
         part = self.store.partial(m.sha256)
         have = part.stat().st_size if part.exists() else 0
@@ -407,6 +433,7 @@ class Agent:
                     dest=part,
                     device_id=self.config.device_id,
                     rate_limit_bps=rate,
+                    executor=self._background,
                 )
                 break
             except DownloadInterruptedError as exc:
@@ -416,7 +443,8 @@ class Agent:
                 await asyncio.sleep(1.0 + attempt)
         self.event(cid, agent_pb2.STEP_VERIFYING, "sha256, files and signature")
         try:
-            pkg = await asyncio.to_thread(self.store.install, part, m.sha256, m.size)
+            loop = asyncio.get_running_loop()
+            pkg = await loop.run_in_executor(self._background, self.store.install, part, m.sha256, m.size)
         except ArtifactError:
             part.unlink(missing_ok=True)  # a bad download is not resumed
             raise
@@ -424,14 +452,18 @@ class Agent:
         self.event(cid, agent_pb2.STEP_INSTALLING, f"installed {pkg.ref}")
         return pkg
 
-    async def _apply(self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = "") -> tuple[str, str]:
+    async def _apply(
+        self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = ""
+    ) -> tuple[str, str, bool, bool]:
+        """Apply ``apply.model``: (message, ref, a health window watches it now, it is last-good now)."""
         m = apply.model
         ref = f"{m.name}:{m.version}"
         hosts = [h for h in self.hosts.values() if h.model_name == m.name]
         if not hosts:
             raise ApplyError(f"no pipeline on {self.config.device_id} serves a model named {m.name}")
         if all(h.ref == ref for h in hosts):
-            return f"already serving {ref}", ref
+            held = all(self.state.last_good(h.name).get("ref") == ref for h in hosts)
+            return f"already serving {ref}" + ("; it is last-good" if held else ""), ref, False, held
         pkg = await self._fetch_package(stub, cid, m)
         if pkg.ref != ref:
             raise ArtifactError(f"artifact {m.sha256[:12]}… holds {pkg.ref}, not {ref}")
@@ -477,7 +509,19 @@ class Agent:
         task = asyncio.create_task(self._watch(cid, hosts, pkg, m.sha256, window, self._generation, rollout_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref
+        return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref, True, False
+
+    def _finish(self, cid: str, ok: bool | None = None, message: str = "", *, last_good: bool = False) -> None:
+        """An apply's health window is over: its outcome is final (``ok`` None: keep the recorded one).
+        The caller saves the state."""
+        entry = self.state.commands.get(cid)
+        if entry is None:
+            return
+        entry.pop("provisional", None)
+        if ok is not None:
+            entry.update(ok=ok, message=message)
+        if last_good:
+            entry["last_good"] = True
 
     async def _watch(
         self,
@@ -494,9 +538,15 @@ class Agent:
         while time.monotonic() < deadline:
             await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
             if generation != self._generation:
+                self._finish(cid)  # superseded by a newer command before its window ended
                 return
             back = [h for h in hosts if h.ref != pkg.ref]
             if back:
+                why = f"{pkg.ref} rolled back during its health window; {back[0].ref} serving"
+                self._finish(cid, False, why)
+                self.state.save()
+                for h in back:
+                    h.follow_rollback()
                 for h in back:
                     self._swap_event(
                         h.name,
@@ -506,14 +556,10 @@ class Agent:
                         reason="health gate failed in the health window",
                         rollout_id=rollout_id,
                     )
-                self.event(
-                    cid,
-                    agent_pb2.STEP_ROLLED_BACK,
-                    f"{pkg.ref} rolled back during its health window; {back[0].ref} serving",
-                    model_ref=back[0].ref,
-                )
+                self.event(cid, agent_pb2.STEP_ROLLED_BACK, why, model_ref=back[0].ref)
                 return
         if generation != self._generation:
+            self._finish(cid)
             return
         for h in hosts:
             old = self.state.serving.get(h.name)
@@ -522,8 +568,9 @@ class Agent:
             if old is not None:
                 self.state.previous[h.name] = old
             self.state.serving[h.name] = {"ref": pkg.ref, "sha256": sha, "path": str(pkg.root)}
-        self.state.save()
-        self.event(cid, agent_pb2.STEP_HEALTH, f"{pkg.ref} healthy; now last-good", model_ref=pkg.ref)
+        self._finish(cid, last_good=True)
+        self.state.save()  # written and fsynced before the device says so
+        self.event(cid, agent_pb2.STEP_HEALTH, f"{pkg.ref} healthy; now last-good", model_ref=pkg.ref, last_good=True)
 
     async def _rollback(self, cid: str, rb: agent_pb2.RollbackModel, rollout_id: str = "") -> tuple[str, str]:
         hosts = [h for h in self.hosts.values() if h.model_name == rb.model_name]

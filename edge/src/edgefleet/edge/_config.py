@@ -80,7 +80,18 @@ class AgentConfig(_Strict):
     )
     state_dir: Path = Field(Path("edgefleet-agent"), description="Model store, downloads and agent state")
     download_rate_limit_kbps: float = Field(
-        0.0, ge=0, allow_inf_nan=False, description="Cap on download speed, kilobits/s (0: none)"
+        80_000.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Cap on download speed, kilobits/s (0: none). The default, 80 Mbit/s (10 MB/s), limits how "
+        "much a download competes with the pipelines of a small device (docs/benchmarks-control-plane.md)",
+    )
+    install_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How much lower than the pipelines the thread that writes, verifies and installs "
+        "downloads runs (nice increment; 0: the same priority)",
     )
     health_window_s: float | None = Field(
         None, ge=0, le=7 * 24 * 3600, allow_inf_nan=False, description="Overrides the controller's window (s)"

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from pathlib import Path
 
 import grpc
@@ -31,8 +32,11 @@ async def download(
     rate_limit_bps: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
     min_rate_bps: float = 64 * 1024,
+    executor: Executor | None = None,
 ) -> int:
-    """Fetch the bytes ``dest`` lacks (resuming from its length). Returns the offset it resumed from."""
+    """Fetch the bytes ``dest`` lacks (resuming from its length). Returns the offset it resumed from.
+    File writes run on ``executor`` (the agent's low-priority install thread; None: asyncio's default)."""
+    loop = asyncio.get_running_loop()
     start = dest.stat().st_size if dest.exists() else 0
     if size and start > size:
         dest.unlink()
@@ -51,7 +55,7 @@ async def download(
             async for chunk in call:
                 if chunk.offset != got:
                     raise ArtifactError(f"artifact stream out of order: chunk at {chunk.offset}, expected {got}")
-                await asyncio.to_thread(f.write, chunk.data)
+                await loop.run_in_executor(executor, f.write, chunk.data)
                 got += len(chunk.data)
                 if progress is not None:
                     progress(got, size or chunk.total_size)
@@ -59,7 +63,7 @@ async def download(
                     ahead = (got - start) / rate_limit_bps - (time.monotonic() - t0)
                     if ahead > 0:
                         await asyncio.sleep(ahead)
-            await asyncio.to_thread(f.flush)
+            await loop.run_in_executor(executor, f.flush)
     except OSError as exc:  # disk full, read-only state dir: what was written stays, to resume
         with contextlib.suppress(OSError):
             _truncate_to_whole(dest, got)

@@ -50,8 +50,25 @@ class ModelStore:
         self.trusted_keys = dict(trusted_keys)
         self.require_signature = require_signature
         self.revoked_keys = frozenset(revoked_keys)
+        self.sweep()
+
+    def sweep(self) -> list[Path]:
+        """Remove what a kill can leave behind (run at start-up): unpack folders in ``staging/`` and the
+        download of an artifact that is installed already (a kill between the install and the removal of
+        its ``.part``). An unfinished download stays: it resumes when its command comes again."""
+        removed: list[Path] = []
         for leftover in self.staging.iterdir():  # from a crash mid-install
             shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+        for part in self.downloads.glob("*.part"):
+            if (self.models / part.name.removesuffix(".part")).is_dir():
+                part.unlink(missing_ok=True)
+                removed.append(part)
+        if removed:
+            _log.info(
+                "removed %d leftover(s) of an interrupted install: %s", len(removed), ", ".join(p.name for p in removed)
+            )
+        return removed
 
     def partial(self, sha256: str) -> Path:
         return self.downloads / f"{sha256}.part"
@@ -62,11 +79,13 @@ class ModelStore:
             raise ArtifactError(f"{folder}: expected one manifest.yaml, found {len(found)}")
         return found[0]
 
-    def load(self, path: Path) -> ModelPackage:
-        """Load (and re-verify) a package already in the store or named in the config."""
+    def load(self, path: Path, *, verify: bool = True) -> ModelPackage:
+        """Load (and re-verify: every file's hash, ``verify``; the signature, always) a package already in
+        the store or named in the config."""
         try:
             pkg = load_package(
                 path,
+                verify=verify,
                 trusted_keys=self.trusted_keys or None,
                 require_signature=self.require_signature and path.is_relative_to(self.models),
             )
@@ -124,4 +143,6 @@ class ModelStore:
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         _log.info("installed %s (%s)", pkg.ref, sha256[:12])
-        return self.load(self._package_root(dest))
+        # every file was hashed in staging a moment ago and only renamed since: a third pass over the
+        # bytes would only compete with the pipelines for the CPU (the signature is checked again)
+        return self.load(self._package_root(dest), verify=False)

@@ -56,7 +56,7 @@ class PipelineHost:
         config = self.config.model_copy(update={"model": package.root})
         pipeline = Pipeline.from_config(
             config,
-            on_result=self._result if self._on_result is not None else None,
+            on_result=self._result,  # never None: the pipeline would queue every result for an iterator
             name=self.name,
             services=self.services,
         )
@@ -78,6 +78,7 @@ class PipelineHost:
         """Restart the pipeline when it fails, on the version it served; a restart that fails is retried."""
         delay, since = 1.0, time.monotonic()
         while not self._closing.wait(period_s):
+            self.follow_rollback()
             p = self.pipeline
             if p is None or p.error is None:
                 if time.monotonic() - since > stable_s:
@@ -89,6 +90,7 @@ class PipelineHost:
             )  # fmt: skip
             if self._closing.wait(delay):
                 return
+            self.follow_rollback()
             with self._lock:  # not during a swap
                 if self._closing.is_set() or self.pipeline is not p or self.package is None:
                     continue
@@ -103,6 +105,28 @@ class PipelineHost:
                 except EdgefleetError as exc:
                     _log.error("pipeline %s: restart failed: %s", self.name, redact(str(exc)))
             delay = min(delay * 2.0, max_delay_s)
+
+    def follow_rollback(self) -> bool:
+        """After the SDK rolled a new version back in its health window (a failing batch), point the host
+        at the package that serves again, so a restart starts on it and not on the rejected one. Skipped
+        while a swap holds the lock (it sets both references itself). True when it changed them."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            p, pkg, prev = self.pipeline, self.package, self.previous
+            if p is None or pkg is None or prev is None:
+                return False
+            try:
+                serving = p.model.ref
+            except EdgefleetError:
+                return False
+            if serving == pkg.ref or serving != prev.ref:
+                return False
+            _log.warning("pipeline %s: %s was rolled back in its health window; %s serves", self.name, pkg.ref, serving)
+            self.package, self.previous = prev, None
+            return True
+        finally:
+            self._lock.release()
 
     def _result(self, result: Result) -> None:
         """Called on the pipeline's thread for every result: hand it on, never let a listener break it."""
@@ -142,6 +166,7 @@ class PipelineHost:
     # --- health ------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """PipelineStatus as a dict: state, serving ref, fps over the last interval, latency, drops."""
+        self.follow_rollback()
         p = self.pipeline
         if p is None:
             return {

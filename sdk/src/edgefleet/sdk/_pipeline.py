@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import math
 import os
 import queue
 import threading
@@ -38,6 +37,7 @@ from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
+from ._signing import PublicKey
 from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
@@ -438,12 +438,19 @@ class Pipeline:
         warmup_frames: int = 4,
         sample_timeout_s: float = 2.0,
         progress: Callable[[SwapEvent], None] | None = None,
+        trusted_keys: Mapping[str, PublicKey] | None = None,
+        require_signature: bool = False,
     ) -> SwapReport:
         """Hot-swap the serving model without dropping a frame (see ``edgefleet.sdk._swap``).
 
-        A refused model is not an exception: ``report.ok`` is False, ``report.error`` says why and the
-        current version keeps serving. During ``health_window_s`` the previous version stays loaded and a
-        failing batch rolls back automatically; :meth:`rollback` does it on demand.
+        A package it refuses is never an exception: ``report.ok`` is False, ``report.stage`` says where
+        (``verify``: files, hashes, archive or signature; ``load``: the backend or the shapes; ``warmup``,
+        ``gate``: outputs, finiteness, latency, golden sample), ``report.error`` why, and the current
+        version keeps serving. A path is checked as :func:`load_package` does, with ``trusted_keys`` and
+        ``require_signature``. Only misuse raises: a pipeline that is not running
+        (:class:`PipelineError`), an argument of the wrong type (``TypeError``) or out of range
+        (:class:`ConfigError`). During ``health_window_s`` the previous version stays loaded and a failing
+        batch rolls back automatically; :meth:`rollback` does it on demand.
 
         Example::
 
@@ -452,24 +459,15 @@ class Pipeline:
         """
         if self._state != "running":
             raise PipelineError(f"cannot swap the model of a pipeline that is {self._state}")
-        for name, value, low in (
-            ("health_window_s", health_window_s, 0.0),
-            ("sample_timeout_s", sample_timeout_s, 0.0),
-            ("latency_budget_ms", 1.0 if latency_budget_ms is None else latency_budget_ms, 0.0),
-        ):  # checked before anything loads: a NaN window kept both versions loaded until close
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
-                raise ConfigError(f"{name} must be a finite number >= {low:g}, got {value!r}")
-        if isinstance(warmup_frames, bool) or not isinstance(warmup_frames, int) or warmup_frames < 0:
-            raise ConfigError(f"warmup_frames must be an integer >= 0, got {warmup_frames!r}")
-        if not isinstance(package, ModelPackage):
-            package = load_package(package)
-        return self._swapper.swap(
+        return self._swapper.swap_from(
             package,
             health_window_s=health_window_s,
             latency_budget_ms=latency_budget_ms,
             warmup_frames=warmup_frames,
             sample_timeout_s=sample_timeout_s,
             progress=progress,
+            trusted_keys=trusted_keys,
+            require_signature=require_signature,
         )
 
     def rollback(self, reason: str = "requested") -> SwapReport:

@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import logging
+import math
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,10 +26,11 @@ import numpy as np
 
 from ._backends import BackendConfig
 from ._config import PipelineConfig
-from ._errors import EdgefleetError
+from ._errors import ConfigError, EdgefleetError, ModelPackageError
 from ._metrics import CopyCounter, LatencyWindow
 from ._model import LoadedModel, ModelSlot, load_model
-from ._package import ModelPackage
+from ._package import ModelPackage, load_package
+from ._signing import PublicKey
 from ._sparse import all_finite
 
 __all__ = ["SwapEvent", "SwapHost", "SwapReport", "Swapper"]
@@ -39,7 +42,7 @@ _log = logging.getLogger(__name__)
 class SwapEvent:
     """One step of a swap, for progress callbacks and telemetry."""
 
-    stage: str  # load | warmup | gate | cutover | health | rollback | done | failed
+    stage: str  # verify | load | warmup | gate | cutover | health | rollback | done | failed
     message: str
     ref: str
     at: float = field(default_factory=time.time)
@@ -201,6 +204,53 @@ class Swapper:
             samples, self._samples = self._samples, []
         return samples
 
+    def swap_from(
+        self,
+        package: str | os.PathLike[str] | ModelPackage,
+        *,
+        health_window_s: float,
+        latency_budget_ms: float | None,
+        warmup_frames: int,
+        sample_timeout_s: float,
+        progress: Callable[[SwapEvent], None] | None,
+        trusted_keys: Mapping[str, PublicKey] | None = None,
+        require_signature: bool = False,
+    ) -> SwapReport:
+        """``Pipeline.swap_model``: check the arguments (misuse raises), load and verify a path (a package
+        that does not verify is a refused report, stage ``verify``), then :meth:`swap`."""
+        if not isinstance(package, (str, os.PathLike, ModelPackage)):
+            raise TypeError(f"package must be a path or a ModelPackage, not {type(package).__name__}")
+        for name, value, low in (
+            ("health_window_s", health_window_s, 0.0),
+            ("sample_timeout_s", sample_timeout_s, 0.0),
+            ("latency_budget_ms", 1.0 if latency_budget_ms is None else latency_budget_ms, 0.0),
+        ):  # checked before anything loads: a NaN window kept both versions loaded until close
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
+                raise ConfigError(f"{name} must be a finite number >= {low:g}, got {value!r}")
+        if isinstance(warmup_frames, bool) or not isinstance(warmup_frames, int) or warmup_frames < 0:
+            raise ConfigError(f"warmup_frames must be an integer >= 0, got {warmup_frames!r}")
+        if trusted_keys is not None and not isinstance(trusted_keys, Mapping):
+            raise TypeError(
+                f"trusted_keys must be a mapping of key id to public key, not {type(trusted_keys).__name__}"
+            )
+        if not isinstance(package, ModelPackage):
+            path = os.fspath(package)
+            try:
+                package = load_package(path, trusted_keys=trusted_keys, require_signature=require_signature)
+            except (ModelPackageError, OSError) as exc:  # OSError: unreadable (permissions, I/O error)
+                with self._lock:
+                    old = self.p.slot.current.ref
+                    report = SwapReport(ok=False, old_ref=old, new_ref=path, stage="verify")
+                    return self._refuse(report, "verify", str(exc), progress)
+        return self.swap(
+            package,
+            health_window_s=health_window_s,
+            latency_budget_ms=latency_budget_ms,
+            warmup_frames=warmup_frames,
+            sample_timeout_s=sample_timeout_s,
+            progress=progress,
+        )
+
     def swap(
         self,
         package: ModelPackage,
@@ -232,6 +282,8 @@ class Swapper:
                 )
             except EdgefleetError as exc:
                 return self._refuse(report, "load", str(exc), progress)
+            except Exception as exc:  # a runtime error the backend did not translate: still a refusal
+                return self._refuse(report, "load", f"{type(exc).__name__}: {exc}", progress)
             report.load_ms = (time.perf_counter() - t0) * 1000.0
             try:
                 ok = self._warm_and_gate(new, report, latency_budget_ms, warmup_frames, sample_timeout_s, progress)

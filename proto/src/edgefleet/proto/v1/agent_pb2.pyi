@@ -77,7 +77,7 @@ class StatusReport(_message.Message):
     def __init__(self, pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., sent_at: _Optional[float] = ...) -> None: ...
 
 class CommandEvent(_message.Message):
-    __slots__ = ("command_id", "step", "done", "ok", "message", "duplicate", "at", "model_ref", "metrics")
+    __slots__ = ("command_id", "step", "done", "ok", "message", "duplicate", "at", "model_ref", "metrics", "last_good")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class CommandEvent(_message.Message):
     AT_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    LAST_GOOD_FIELD_NUMBER: _ClassVar[int]
     command_id: str
     step: Step
     done: bool
@@ -103,7 +104,8 @@ class CommandEvent(_message.Message):
     at: float
     model_ref: str
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, command_id: _Optional[str] = ..., step: _Optional[_Union[Step, str]] = ..., done: _Optional[bool] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., duplicate: _Optional[bool] = ..., at: _Optional[float] = ..., model_ref: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    last_good: bool
+    def __init__(self, command_id: _Optional[str] = ..., step: _Optional[_Union[Step, str]] = ..., done: _Optional[bool] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., duplicate: _Optional[bool] = ..., at: _Optional[float] = ..., model_ref: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., last_good: _Optional[bool] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
     __slots__ = ("welcome", "command")

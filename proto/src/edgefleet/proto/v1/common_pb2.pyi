@@ -75,17 +75,21 @@ class Health(_message.Message):
     def __init__(self, fps: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref")
+    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_REF_FIELD_NUMBER: _ClassVar[int]
+    LAST_GOOD_REF_FIELD_NUMBER: _ClassVar[int]
+    LAST_GOOD_SHA256_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ref: str
     model_sha256: str
     state: str
     health: Health
     previous_ref: str
-    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ...) -> None: ...
+    last_good_ref: str
+    last_good_sha256: str
+    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ...) -> None: ...

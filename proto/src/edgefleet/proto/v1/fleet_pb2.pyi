@@ -65,7 +65,7 @@ class ListModelsResponse(_message.Message):
     def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
 
 class DesiredModel(_message.Message):
-    __slots__ = ("model_name", "model_ref", "sha256", "command_id", "rollout_id", "state", "message")
+    __slots__ = ("model_name", "model_ref", "sha256", "command_id", "rollout_id", "state", "message", "attempt", "last_good")
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,8 @@ class DesiredModel(_message.Message):
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LAST_GOOD_FIELD_NUMBER: _ClassVar[int]
     model_name: str
     model_ref: str
     sha256: str
@@ -80,7 +82,9 @@ class DesiredModel(_message.Message):
     rollout_id: str
     state: str
     message: str
-    def __init__(self, model_name: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    attempt: int
+    last_good: bool
+    def __init__(self, model_name: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., attempt: _Optional[int] = ..., last_good: _Optional[bool] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event", "telemetry")

@@ -601,16 +601,16 @@ def test_replicas_decide_a_re_send_once(store: Store) -> None:
 
 
 def test_a_v5_database_gets_the_convergence_columns_with_their_defaults(db_url: str) -> None:
-    from edgefleet.cloud._db import _V6_COLUMNS
+    from edgefleet.cloud._db import _V7_COLUMNS
 
     engine = create_engine(db_url)
     try:
-        with engine.begin() as c:  # as release v5 left it: the tables without the v6 columns, one member row
+        with engine.begin() as c:  # as release v5 left it: the tables without the v6 and v7 columns, one member row
             metadata.create_all(c, tables=[tables["schema_version"]])
             for version, _, step in MIGRATIONS[:5]:
                 step(c)
                 c.execute(sa.insert(tables["schema_version"]).values(version=version, applied_at=0.0))
-            for table, column, _, _ in _V6_COLUMNS:
+            for table, column, _, _ in _V7_COLUMNS:
                 c.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             c.execute(
                 sa.text(
@@ -620,7 +620,7 @@ def test_a_v5_database_gets_the_convergence_columns_with_their_defaults(db_url: 
                 )
             )
         assert migrate(engine, lambda: 0.0) == MIGRATIONS[-1][0] >= 6
-        for table, column, _, _ in _V6_COLUMNS:
+        for table, column, _, _ in _V7_COLUMNS:
             assert column in {col["name"] for col in sa.inspect(engine).get_columns(table)}, (table, column)
         with engine.connect() as c:
             row = c.execute(sa.text("SELECT attempt, not_before, last_good_at FROM desired")).one()

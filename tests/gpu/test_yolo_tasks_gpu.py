@@ -62,9 +62,15 @@ def test_filtered_candidates_carry_their_extra_rows(ort_cuda: str, tmp_path: Pat
 
 
 @pytest.mark.parametrize(("export", "score"), [("yolov8n-seg-dynamic", 0.002), ("yolov8n-pose-dynamic", 0.02)])
-def test_real_exports_decode_the_same_on_the_gpu(ort_cuda: str, tmp_path: Path, export: str, score: float) -> None:
+def test_real_exports_decode_the_same_with_and_without_the_gpu_filter(
+    ort_cuda: str, tmp_path: Path, export: str, score: float
+) -> None:
     """The plain Ultralytics exports (tools/models/build.sh ultralytics; carried to the GPU machine as
-    .cache/models/ultralytics) through the pipeline on the GPU and on the CPU."""
+    .cache/models/ultralytics) through the pipeline on the GPU, once with the candidate filter cutting the
+    outputs down on the device and once with the whole tensors brought back (``keep_raw`` turns the filter
+    off): the same inference, so the same detections. CPU and GPU inference are not compared here: at these
+    thresholds a random-weight model's near-equal scores reorder under the GPU's own arithmetic (TF32
+    convolutions), which the first run on the H200 showed (0.111 against 0.118)."""
     model_file = REPO / ".cache/models/ultralytics" / f"{export}.onnx"
     if not model_file.exists():
         pytest.skip(f"{model_file} not built here (tools/models/build.sh ultralytics)")
@@ -72,10 +78,16 @@ def test_real_exports_decode_the_same_on_the_gpu(ort_cuda: str, tmp_path: Path, 
 
     pkg = init_package(model_file, tmp_path / export).package
     results = {}
-    for device in ("cpu", ort_cuda):
+    for keep_raw in (False, True):
         with Pipeline(
-            pkg, ["models/media/vtest-300.mp4"], device=device, max_batch=8, max_frames=16, score_threshold=score
+            pkg,
+            ["models/media/vtest-300.mp4"],
+            device=ort_cuda,
+            max_batch=8,
+            max_frames=16,
+            score_threshold=score,
+            keep_raw=keep_raw,
         ) as p:
-            results[device] = list(p.results())
-    assert sum(len(r.detections) for r in results["cpu"]) > 16
-    _same(results[ort_cuda], results["cpu"])
+            results[keep_raw] = list(p.results())
+    assert sum(len(r.detections) for r in results[True]) > 16
+    _same(results[False], results[True])

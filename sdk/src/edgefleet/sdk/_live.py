@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from ._analytics import ANALYTICS, AnalyticsConfig, AnalyticsStage
 from ._analytics._base import AnalyticsContext
 from ._delivery import model_info
-from ._errors import ConfigError, PipelineError
+from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._frames import FrameQueue, OverflowPolicy
 from ._metrics import StreamMetrics, StreamStats
 from ._redact import redact
@@ -40,12 +40,13 @@ from ._sinks import SINKS, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
+from ._spec import LivePlan
 from ._validation import format_validation_error
 
 if TYPE_CHECKING:
     from ._pipeline import Pipeline
 
-__all__ = ["LiveChanges", "NamedSinks", "SourceItem"]
+__all__ = ["LiveChanges", "NamedSinks", "SourceItem", "apply_plan"]
 
 _log = logging.getLogger(__name__)
 SourceItem = str | SourceSpec | SourceConfig | Mapping[str, Any]
@@ -357,6 +358,42 @@ class LiveChanges:
                 runner._opened.append(opened)
             if closed is not None and closed in runner._opened:
                 runner._opened.remove(closed)
+
+
+def apply_plan(p: Pipeline, plan: LivePlan) -> list[str]:
+    """Apply a :class:`~edgefleet.sdk._spec.LivePlan` to a running pipeline, stream removals first;
+    returns the lines of what was done. Every new or replaced source is checked before anything changes;
+    a later failure raises :class:`PipelineError` naming what was applied already."""
+    if plan.restart:
+        raise ConfigError(f"cannot change {', '.join(plan.restart)} live; restart the pipeline with the new config")
+    changes = p._changes()
+    for sid, item in {**plan.replace_sources, **plan.add_sources}.items():
+        changes._spec(item, sid if sid in plan.replace_sources else None)
+    done: list[str] = []
+    steps: list[tuple[str, Any]] = [
+        (f"- stream {s}", functools.partial(p.remove_source, s)) for s in plan.remove_sources
+    ]
+    steps += [(f"~ stream {s}", functools.partial(p.replace_source, s, v)) for s, v in plan.replace_sources.items()]
+    steps += [(f"+ stream {s}", functools.partial(p.add_source, v)) for s, v in plan.add_sources.items()]
+    steps += [(f"- sink {k}", functools.partial(p.remove_sink, k)) for k in plan.remove_sinks]
+    steps += [(f"~ sink {k}", functools.partial(p.replace_sink, k, v)) for k, v in plan.replace_sinks.items()]
+    steps += [(f"+ sink {k}", functools.partial(p.add_sink, v, name=k)) for k, v in plan.add_sinks.items()]
+    steps += [(f"- analytics {k}", functools.partial(p.remove_analytics, k)) for k in plan.remove_analytics]
+    steps += [
+        (f"~ analytics {k}", functools.partial(p.replace_analytics, k, v)) for k, v in plan.replace_analytics.items()
+    ]
+    steps += [
+        (f"+ analytics {k}", functools.partial(p.add_analytics, v, name=k, index=i))
+        for k, (i, v) in plan.add_analytics.items()
+    ]
+    for line, step in steps:
+        try:
+            step()
+        except EdgefleetError as exc:
+            applied = "; ".join(done) or "nothing"
+            raise PipelineError(f"{line.lstrip('-~+ ')}: {exc} (applied before it: {applied})") from exc
+        done.append(line)
+    return done
 
 
 def _with_id(spec: SourceSpec, stream_id: str) -> SourceSpec:

@@ -33,7 +33,7 @@ from ._delivery import ResultStage, model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._flow import END, Batch, Flow
 from ._frames import FrameQueue, OverflowPolicy, frame_allocator
-from ._live import LiveChanges, NamedSinks
+from ._live import LiveChanges, NamedSinks, apply_plan
 from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics, StreamStats
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
@@ -43,6 +43,7 @@ from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
+from ._spec import plan_live_change
 from ._stages import BatchStage, InferStage
 from ._swap import SwapEvent, Swapper, SwapReport
 from ._validation import format_validation_error
@@ -521,6 +522,19 @@ class Pipeline:
         stream id and goes on from the old one's next sequence number. A bad new config leaves the old
         source running."""
         return self._changes().replace_source(stream_id, source, timeout)
+
+    def reconfigure(self, config: PipelineConfig) -> list[str]:
+        """Turn the running pipeline into ``config`` with live changes only (sources by stream id, sinks
+        and analytics stages by name); returns what was done, one line each. A change of anything else
+        (model, device, backend, batch) is a :class:`ConfigError` before anything changes: restart for it.
+        Example::
+
+            done = pipeline.reconfigure(load_pipeline_config(Path("pipeline-v2.yaml")))
+        """
+        plan = plan_live_change(self.config, config.model_copy(update={"model": self.config.model}))
+        done = apply_plan(self, plan)
+        self.config = config.model_copy(update={"model": self.config.model})
+        return done
 
     @property
     def sink_names(self) -> list[str]:

@@ -98,6 +98,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
         max_failure_ratio=p.get("max_failure_ratio", 0.0),
         min_fps=p.get("min_fps", 0.0),
         max_latency_ms=p.get("max_latency_ms", 0.0),
+        kind="pipeline" if str(r["model_name"]).startswith("spec/") else "model",
         devices=[
             fleet_pb2.RolloutDevice(
                 device_id=m["device_id"],

@@ -114,6 +114,38 @@ rollout_devices = sa.Table(
     sa.Column("watch_since", sa.Float, nullable=False, default=0.0),  # v6: its health window runs from here
 )
 
+# v10: pipeline specs (immutable versions), device sealing keys, sealed camera secrets (issue 21)
+pipeline_specs = sa.Table(
+    "pipeline_specs",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("document", sa.Text, nullable=False),  # canonical JSON; never holds a credential
+    sa.Column("pushed_at", sa.Float, nullable=False),
+)
+
+device_keys = sa.Table(
+    "device_keys",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("public_key_pem", sa.Text, nullable=False),  # of the mTLS certificate it last connected with
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+sealed_secrets = sa.Table(
+    "sealed_secrets",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("sealed", sa.LargeBinary, nullable=False),  # ciphertext only the device can open
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+_V10_TABLES = [pipeline_specs, device_keys, sealed_secrets]
+
 schema_version_table = sa.Table(
     "schema_version",
     metadata,
@@ -121,7 +153,7 @@ schema_version_table = sa.Table(
     sa.Column("applied_at", sa.Float, nullable=False),
 )
 
-tables = {t.name: t for t in (models, devices, desired, rollouts, rollout_devices, schema_version_table)}
+tables = {t.name: t for t in (models, devices, desired, rollouts, rollout_devices, *_V10_TABLES, schema_version_table)}
 
 _V1_TABLES = [models, devices, desired, rollouts, rollout_devices]
 
@@ -174,6 +206,10 @@ def _v7(conn: Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} NOT NULL DEFAULT {default}"))
 
 
+def _v10(conn: Connection) -> None:
+    metadata.create_all(conn, tables=_V10_TABLES, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
@@ -186,6 +222,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _upgrade_telemetry,
     ),
     (7, "convergence: devices.connected_at, desired.attempt/not_before/last_good_at, rollout_devices.watch_since", _v7),
+    (10, "pipeline specs, device sealing keys, sealed camera secrets", _v10),
 ]
 
 

@@ -30,6 +30,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
+from ._spec_rpcs import SpecRPCs
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
@@ -99,6 +100,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         self.hub = hub
         self.engine = engine
         self.settings = settings
+        self.specs_rpc = SpecRPCs(store)
 
     def _online(self, r: Row) -> bool:
         return bool(r["online"]) and self.store.clock() - r["last_seen"] < self.settings.stale_s
@@ -116,7 +118,9 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     async def _device_pb(self, r: Row) -> fleet_pb2.Device:
         tel = await self._telemetry_states(r["device_id"])
-        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
+        msg = device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
+        msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
+        return msg
 
     async def PushModel(
         self,
@@ -195,9 +199,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     @_unary
     async def CreateRollout(self, request: fleet_pb2.CreateRolloutRequest, context: Any) -> fleet_pb2.Rollout:
-        name, _, version = request.model_ref.partition(":")
+        if request.pipeline_ref and request.model_ref:
+            raise InvalidArgumentError("a rollout deploys a model or a pipeline spec, not both")
+        name, _, version = (request.pipeline_ref or request.model_ref).partition(":")
         if not name or not version:
-            raise InvalidArgumentError(f"model must be name:version, got {request.model_ref!r}")
+            what = "pipeline spec" if request.pipeline_ref else "model"
+            raise InvalidArgumentError(
+                f"{what} must be name:version, got {request.pipeline_ref or request.model_ref!r}"
+            )
         selector = dict(request.selector)
         _check_labels(selector, "selector")
         waves = validate_waves(list(request.waves) or ["100%"])
@@ -208,7 +217,10 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         for what, value in (("min fps", request.min_fps), ("max latency", request.max_latency_ms)):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
-        model = await self.store.call(self.store.model_by_ref, request.model_ref)
+        if request.pipeline_ref:
+            model = await self.specs_rpc.spec_target(request.pipeline_ref)
+        else:
+            model = await self.store.call(self.store.model_by_ref, request.model_ref)
         devs = await self.store.call(self.store.list_devices, selector)
         if not devs:
             sel = ",".join(f"{k}={v}" for k, v in selector.items()) or "(everything)"
@@ -275,6 +287,35 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     ) -> fleet_pb2.ListRolloutsResponse:
         rows = await self.store.call(self.store.list_rollouts, request.limit or 20)
         return fleet_pb2.ListRolloutsResponse(rollouts=[rollout_pb(r) for r in rows])
+
+    # --- pipeline specs and secrets (edgefleet.cloud._spec_rpcs) --------------------------------------
+    @_unary
+    async def PushPipelineSpec(
+        self, request: fleet_pb2.PushPipelineSpecRequest, context: Any
+    ) -> fleet_pb2.PushPipelineSpecResponse:
+        return await self.specs_rpc.push(request)
+
+    @_unary
+    async def ListPipelineSpecs(
+        self, request: fleet_pb2.ListPipelineSpecsRequest, context: Any
+    ) -> fleet_pb2.ListPipelineSpecsResponse:
+        return await self.specs_rpc.list(request)
+
+    @_unary
+    async def GetPipelineSpec(
+        self, request: fleet_pb2.GetPipelineSpecRequest, context: Any
+    ) -> fleet_pb2.PipelineSpecInfo:
+        return await self.specs_rpc.get(request)
+
+    @_unary
+    async def PutSecret(self, request: fleet_pb2.PutSecretRequest, context: Any) -> fleet_pb2.SecretInfo:
+        info = await self.specs_rpc.put_secret(request)
+        self.hub.notify(request.device_id)
+        return info
+
+    @_unary
+    async def ListSecrets(self, request: fleet_pb2.ListSecretsRequest, context: Any) -> fleet_pb2.ListSecretsResponse:
+        return await self.specs_rpc.list_secrets(request)
 
     @_unary
     async def ControlRollout(self, request: fleet_pb2.ControlRolloutRequest, context: Any) -> fleet_pb2.Rollout:

@@ -176,9 +176,13 @@ class FleetClient:
         min_fps: float = 0.0,
         max_latency_ms: float = 0.0,
         request_id: str | None = None,
+        pipeline_ref: str = "",
     ) -> fleet_pb2.Rollout:
+        """Roll out model ``model_ref`` (name:version), or with ``pipeline_ref`` a pipeline spec
+        (``model_ref`` then "")."""
         req = fleet_pb2.CreateRolloutRequest(
             model_ref=model_ref,
+            pipeline_ref=pipeline_ref,
             selector=selector,
             waves=waves,
             health_window_s=health_window_s,
@@ -189,6 +193,29 @@ class FleetClient:
         )
         ro: fleet_pb2.Rollout = self._call(self._stub.CreateRollout, req)
         return ro
+
+    # --- pipeline specs and secrets -----------------------------------------------------------------
+    def push_spec(self, document: str) -> fleet_pb2.PushPipelineSpecResponse:
+        resp: fleet_pb2.PushPipelineSpecResponse = self._call(
+            self._stub.PushPipelineSpec, fleet_pb2.PushPipelineSpecRequest(document=document)
+        )
+        return resp
+
+    def list_specs(self, name: str = "") -> list[fleet_pb2.PipelineSpecInfo]:
+        return list(self._call(self._stub.ListPipelineSpecs, fleet_pb2.ListPipelineSpecsRequest(name=name)).specs)
+
+    def get_spec(self, name: str, version: int = 0) -> fleet_pb2.PipelineSpecInfo:
+        req = fleet_pb2.GetPipelineSpecRequest(name=name, version=version)
+        info: fleet_pb2.PipelineSpecInfo = self._call(self._stub.GetPipelineSpec, req)
+        return info
+
+    def put_secret(self, device_id: str, name: str, sealed: bytes) -> fleet_pb2.SecretInfo:
+        req = fleet_pb2.PutSecretRequest(device_id=device_id, name=name, sealed=sealed)
+        info: fleet_pb2.SecretInfo = self._call(self._stub.PutSecret, req)
+        return info
+
+    def list_secrets(self, device_id: str = "") -> list[fleet_pb2.SecretInfo]:
+        return list(self._call(self._stub.ListSecrets, fleet_pb2.ListSecretsRequest(device_id=device_id)).secrets)
 
     def rollout(self, rollout_id: str = "") -> fleet_pb2.Rollout:
         ro: fleet_pb2.Rollout = self._call(self._stub.GetRollout, fleet_pb2.GetRolloutRequest(rollout_id=rollout_id))

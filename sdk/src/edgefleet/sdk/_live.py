@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -43,8 +43,9 @@ from ._sources._runner import SourceRunner
 from ._spec import LivePlan
 from ._validation import format_validation_error
 
-if TYPE_CHECKING:
-    from ._pipeline import Pipeline
+# ``Pipeline`` below is the pipeline these changes belong to (typed ``Any``: ``_pipeline`` imports this
+# module, and the import contract allows no circle, not even a type-only one).
+Pipeline = Any
 
 __all__ = ["LiveChanges", "NamedSinks", "SourceItem", "apply_plan"]
 
@@ -112,7 +113,7 @@ class LiveChanges:
     def _runner_for(self, stream_id: str) -> SourceRunner:
         for r in self.p._runners:
             if r.source.stream_id == stream_id:
-                return r
+                return r  # type: ignore[no-any-return]
         known = ", ".join(r.source.stream_id for r in self.p._runners) or "none"
         raise ConfigError(f"no stream {stream_id!r} in this pipeline (streams: {known})")
 
@@ -205,7 +206,7 @@ class LiveChanges:
             p._specs = [s for s in p._specs if s.stream_id != sid]
             del p._streams[sid]
         _log.info("stream %s removed", sid)
-        return metrics.snapshot()
+        return metrics.snapshot()  # type: ignore[no-any-return]
 
     # --- sinks -------------------------------------------------------------------------------------
     def _build_sink(self, sink: Sink | SinkConfig | Mapping[str, Any]) -> tuple[Sink, str]:
@@ -241,7 +242,7 @@ class LiveChanges:
                 raise ConfigError(f"a sink named {name!r} is already in this pipeline")
             self._open_sink(built, list(p._named_sinks.by_name.values()))
             self._put_sinks({**p._named_sinks.by_name, key: built})
-            return key
+            return key  # type: ignore[no-any-return]
 
     def remove_sink(self, name: str) -> None:
         with self.lock:
@@ -266,7 +267,7 @@ class LiveChanges:
         if got is None:
             known = ", ".join(self.p._named_sinks.by_name) or "none"
             raise ConfigError(f"no sink named {name!r} in this pipeline (sinks: {known})")
-        return got
+        return got  # type: ignore[no-any-return]
 
     def _put_sinks(self, by_name: dict[str, Sink]) -> None:
         p = self.p

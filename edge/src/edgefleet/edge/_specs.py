@@ -36,7 +36,6 @@ from typing import Any
 from edgefleet.proto.v1 import agent_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig
 from edgefleet.sdk._redact import redact
-from edgefleet.sdk._sealing import SealingError, unseal
 from edgefleet.sdk._spec import PipelineSpec, load_pipeline_spec, plan_live_change, resolve_secrets
 
 from ._errors import AgentError, ApplyError
@@ -124,6 +123,8 @@ class SpecRunner:
             key = tls.key.read_bytes()
         except OSError as exc:
             raise ApplyError(f"controller.tls.key: cannot read: {exc.strerror}") from None
+        from edgefleet.sdk._sealing import SealingError, unseal  # cryptography's ECDH: only when a spec has secrets
+
         device = self.agent.config.device_id
         try:
             return {name: unseal(key, device, name, blob).decode() for name, blob in sealed.items()}

@@ -107,6 +107,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
                 previous_ref=m["previous_ref"],
                 message=m["message"],
                 command_id=m["command_id"],
+                variant=m.get("variant", ""),
             )
             for m in r["devices"]
         ],

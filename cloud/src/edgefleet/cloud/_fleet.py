@@ -32,6 +32,7 @@ from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
 from ._spec_rpcs import SpecRPCs
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
+from ._variants import VariantStore, check_target, describe, pick_variant
 
 __all__ = ["FleetServicer"]
 
@@ -101,6 +102,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         self.engine = engine
         self.settings = settings
         self.specs_rpc = SpecRPCs(store)
+        self.variants = VariantStore(store)
 
     def _online(self, r: Row) -> bool:
         return bool(r["online"]) and self.store.clock() - r["last_seen"] < self.settings.stale_s
@@ -154,7 +156,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
                 self.settings.revoked_keys,
             )
             row["pushed_at"] = self.store.clock()
-            stored, created = await self.store.call(self.store.add_model, row)
+            if h.target:  # a per-target artifact of the version (edgefleet.cloud._variants)
+                variant, created = await self.store.call(
+                    self.variants.add, row, check_target(dict(h.target)), h.variant
+                )
+                stored = await self.store.call(self.store.model_by_ref, f"{row['name']}:{row['version']}")
+                _log.info("variant %s of %s:%s registered", variant["variant"], row["name"], row["version"])
+            else:
+                stored, created = await self.store.call(self.store.add_model, row)
             if created or not await asyncio.to_thread(self.artifacts.intact, upload.sha256, upload.size):
                 self.artifacts.commit(upload)  # new, or repairs a damaged copy with the pushed bytes
                 _log.info("registered %s:%s (%s)", row["name"], row["version"], row["sha256"][:12])
@@ -170,7 +179,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     @_unary
     async def ListModels(self, request: fleet_pb2.ListModelsRequest, context: Any) -> fleet_pb2.ListModelsResponse:
         rows = await self.store.call(self.store.list_models, request.name)
-        return fleet_pb2.ListModelsResponse(models=[model_pb(r) for r in rows])
+        out = []
+        for r in rows:
+            msg = model_pb(r)
+            msg.portable = bool(r.get("portable", True))
+            for v in await self.store.call(self.variants.of, r["name"], r["version"]):
+                msg.variants.add(variant=v["variant"], sha256=v["sha256"], size=v["size"], target=v["target"])
+            out.append(msg)
+        return fleet_pb2.ListModelsResponse(models=out)
 
     @_unary
     async def ListDevices(self, request: fleet_pb2.ListDevicesRequest, context: Any) -> fleet_pb2.ListDevicesResponse:
@@ -227,6 +243,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             raise InvalidArgumentError(f"no device matches {sel} (see `edgefleet devices ls`)")
         devs.sort(key=lambda d: (not self._online(d), d["device_id"]))
         plan = plan_waves(len(devs), waves)
+        choices = [] if request.pipeline_ref else await self.store.call(self.variants.candidates, model)
+        targeted = any(c["variant"] for c in choices)  # the version has per-target artifacts
         now = self.store.clock()
         rid = new_rollout_id()
         members = []
@@ -234,20 +252,28 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             prev: Row = next(
                 (p for p in d["pipelines"] if str(p.get("model_ref", "")).split(":")[0] == model["name"]), {}
             )
-            members.append(
-                {
-                    "rollout_id": rid,
-                    "device_id": d["device_id"],
-                    "wave": wave,
-                    "state": "pending",
-                    "previous_ref": prev.get("model_ref", ""),
-                    "previous_sha": prev.get("model_sha256", ""),
-                    "command_id": "",
-                    "swapped_at": 0.0,
-                    "message": "",
-                    "updated_at": now,
-                }
-            )
+            member = {
+                "rollout_id": rid,
+                "device_id": d["device_id"],
+                "wave": wave,
+                "state": "pending",
+                "previous_ref": prev.get("model_ref", ""),
+                "previous_sha": prev.get("model_sha256", ""),
+                "command_id": "",
+                "swapped_at": 0.0,
+                "message": "",
+                "updated_at": now,
+                "variant": "",
+                "variant_sha": "",
+            }
+            if targeted:
+                pick = pick_variant(choices, d["capabilities"])
+                if pick is None:  # reported, never skipped in silence: it counts as its wave's failure
+                    caps = describe(d["capabilities"])
+                    member.update(state="failed", message=f"no artifact of {request.model_ref} matches it ({caps})")
+                else:
+                    member.update(variant=pick["variant"] or "portable", variant_sha=pick["sha256"])
+            members.append(member)
         params = {
             "health_window_s": request.health_window_s or self.settings.default_health_window_s,
             "max_failure_ratio": request.max_failure_ratio,

@@ -125,16 +125,24 @@ class FleetClient:
 
     # --- models ------------------------------------------------------------------------------------
     def push(
-        self, package: Path, *, key: Path | None = None, progress: Callable[[int, int], None] | None = None
+        self,
+        package: Path,
+        *,
+        key: Path | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        target: dict[str, str] | None = None,
+        variant: str = "",
     ) -> fleet_pb2.PushModelResponse:
-        """Pack (and sign with ``key``) a package folder or tar, and upload it."""
+        """Pack (and sign with ``key``) a package folder or tar, and upload it; with ``target`` as a
+        per-target artifact of its version (``{soc: orin, jetpack: "6", tensorrt: "10"}``)."""
         from ._pack import pack_package
 
         with tempfile.TemporaryDirectory(prefix="edgefleet-push-") as tmp:
             path, sha, size = pack_package(package, Path(tmp) / "artifact.tar", key=key)
 
             def parts() -> Iterator[fleet_pb2.PushModelRequest]:
-                yield fleet_pb2.PushModelRequest(header=fleet_pb2.PushHeader(size=size, sha256=sha))
+                header = fleet_pb2.PushHeader(size=size, sha256=sha, target=target or {}, variant=variant)
+                yield fleet_pb2.PushModelRequest(header=header)
                 sent = 0
                 with path.open("rb") as f:
                     while chunk := f.read(PUSH_CHUNK):

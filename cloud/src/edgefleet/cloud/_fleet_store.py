@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._db import create_engine, desired, devices, migrate, models, rollout_devices, rollouts
+from ._db import create_engine, desired, devices, migrate, model_variants, models, rollout_devices, rollouts
 from ._errors import ConflictError, DatabaseError, NotFoundError
 
 __all__ = ["Row", "Store", "apply_command", "effective_labels", "matches"]
@@ -34,13 +34,14 @@ def effective_labels(row: Mapping[str, Any]) -> dict[str, str]:
     return labels
 
 
-def apply_command(ro: Mapping[str, Any], device_id: str) -> Row:
-    """The desired-state row that tells ``device_id`` to serve rollout ``ro``'s artifact."""
+def apply_command(ro: Mapping[str, Any], device_id: str, sha256: str = "") -> Row:
+    """The desired-state row that tells ``device_id`` to serve rollout ``ro``'s artifact (``sha256``: the
+    variant picked for the device, when the version has per-target artifacts)."""
     return {
         "device_id": device_id,
         "model_name": ro["model_name"],
         "kind": "apply",
-        "sha256": ro["sha256"],
+        "sha256": sha256 or ro["sha256"],
         "ref": ro["model_ref"],
         "command_id": f"{ro['rollout_id']}.{device_id}.apply",
         "rollout_id": ro["rollout_id"],
@@ -120,8 +121,11 @@ class Store:
         return dict(row)
 
     def model_by_sha(self, sha256: str) -> Row | None:
+        """The registry row of an artifact: a version's portable one, or one of its per-target variants."""
         with self.engine.connect() as c:
             row = c.execute(sa.select(models).where(models.c.sha256 == sha256)).mappings().first()
+            if row is None:
+                row = c.execute(sa.select(model_variants).where(model_variants.c.sha256 == sha256)).mappings().first()
         return dict(row) if row else None
 
     # --- devices -----------------------------------------------------------------------------------

@@ -236,12 +236,23 @@ def _model_commands(grp: typer.Typer) -> None:
     def push(
         package: Annotated[Path, typer.Argument(help="Model package folder (or tar)")],
         key: Annotated[Path | None, typer.Option(help="Publisher private key (PEM) to sign with")] = None,
+        target: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="A per-target artifact of the version: arch, gpu, soc, jetpack, tensorrt, cuda, precision "
+                "(key=value; repeat or comma-separate). Without: the portable artifact"
+            ),
+        ] = None,
+        variant: Annotated[str, typer.Option(help="The variant's name (default: made from --target)")] = "",
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Sign a model package and upload it to the controller's registry."""
+        targets = _pairs(target or [], "--target")
+        if variant and not targets:
+            raise _fail("--variant names a per-target artifact: give its --target too")
         with _user_errors(), _client(controller) as fleet:
-            res = fleet.push(package, key=key)
+            res = fleet.push(package, key=key, target=targets, variant=variant)
         if as_json:
             from ._display import emit_json
 

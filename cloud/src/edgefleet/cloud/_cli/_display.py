@@ -63,9 +63,14 @@ def _styled(state: str) -> str:
 
 def models_table(models: list[Any]) -> Table:
     t = Table(title="models")
-    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed"):
-        t.add_column(col, justify="right" if col == "size" else "left")
+    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed", "variants"):
+        t.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
     for m in models:
+        variants = [v.variant for v in m.variants]
+        if not m.portable and m.variants:
+            shown = ", ".join(variants) + " (no portable artifact)"
+        else:
+            shown = ", ".join(["portable", *variants]) if variants else "-"
         t.add_row(
             m.name,
             m.version,
@@ -74,6 +79,7 @@ def models_table(models: list[Any]) -> Table:
             m.sha256[:12],
             m.signed_by or "-",
             ago(m.pushed_at),
+            shown,
         )
     return t
 

@@ -105,12 +105,42 @@ class PushModelRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[PushHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class PushHeader(_message.Message):
-    __slots__ = ("size", "sha256")
+    __slots__ = ("size", "sha256", "target", "variant")
+    class TargetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SIZE_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     size: int
     sha256: str
-    def __init__(self, size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+    target: _containers.ScalarMap[str, str]
+    variant: str
+    def __init__(self, size: _Optional[int] = ..., sha256: _Optional[str] = ..., target: _Optional[_Mapping[str, str]] = ..., variant: _Optional[str] = ...) -> None: ...
+
+class ModelVariant(_message.Message):
+    __slots__ = ("variant", "sha256", "size", "target")
+    class TargetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    variant: str
+    sha256: str
+    size: int
+    target: _containers.ScalarMap[str, str]
+    def __init__(self, variant: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., target: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class PushModelResponse(_message.Message):
     __slots__ = ("model", "created")
@@ -121,7 +151,7 @@ class PushModelResponse(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("name", "version", "sha256", "size", "task", "signed_by", "pushed_at", "description")
+    __slots__ = ("name", "version", "sha256", "size", "task", "signed_by", "pushed_at", "description", "variants", "portable")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +160,8 @@ class Model(_message.Message):
     SIGNED_BY_FIELD_NUMBER: _ClassVar[int]
     PUSHED_AT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    VARIANTS_FIELD_NUMBER: _ClassVar[int]
+    PORTABLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     sha256: str
@@ -138,7 +170,9 @@ class Model(_message.Message):
     signed_by: str
     pushed_at: float
     description: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., task: _Optional[str] = ..., signed_by: _Optional[str] = ..., pushed_at: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+    variants: _containers.RepeatedCompositeFieldContainer[ModelVariant]
+    portable: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., task: _Optional[str] = ..., signed_by: _Optional[str] = ..., pushed_at: _Optional[float] = ..., description: _Optional[str] = ..., variants: _Optional[_Iterable[_Union[ModelVariant, _Mapping]]] = ..., portable: _Optional[bool] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ("name",)

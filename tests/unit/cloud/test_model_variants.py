@@ -135,3 +135,9 @@ def test_devices_get_the_artifact_for_their_target(controller: str, tmp_path: Pa
         assert members["d-cpu"].state == "failed"
         assert "no artifact of toy-yolo:3.0.0 matches it (arch x86_64)" in members["d-cpu"].message
         assert members["d-orin"].variant and members["d-h200"].variant
+        # devices that match the selector later join with their own pick, or are reported the same way
+        _hello(controller, "d-late-orin", ORIN)
+        _hello(controller, "d-late-cpu", CPU)
+        late = {m.device_id: m for m in fleet.rollout(ro3.rollout_id).devices}
+        assert late["d-late-orin"].variant == members["d-orin"].variant
+        assert late["d-late-cpu"].state == "failed" and "no artifact of toy-yolo:3.0.0" in late["d-late-cpu"].message

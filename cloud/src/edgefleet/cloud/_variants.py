@@ -24,7 +24,8 @@ from edgefleet.sdk._names import NAME_RE
 
 from ._db import model_variants, models
 from ._errors import ConflictError, InvalidArgumentError
-from ._fleet_store import Row, Store
+
+Row = dict[str, Any]
 
 __all__ = ["TARGET_KEYS", "VariantStore", "check_target", "pick_variant", "variant_name"]
 
@@ -83,8 +84,8 @@ def describe(caps: Mapping[str, Any]) -> str:
 
 
 class VariantStore:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Any) -> None:
+        self.store = store  # edgefleet.cloud._fleet_store.Store (which imports this module)
 
     def add(self, row: Row, target: dict[str, str], variant: str) -> tuple[Row, bool]:
         """Register a targeted artifact of ``row``'s version (``row``: what the registry's inspection
@@ -135,6 +136,16 @@ class VariantStore:
         with self.store.engine.connect() as c:
             row = c.execute(sa.select(model_variants).where(model_variants.c.sha256 == sha256)).mappings().first()
         return dict(row) if row else None
+
+    @staticmethod
+    def candidates_in(c: sa.engine.Connection, model: Mapping[str, Any]) -> list[Row]:
+        """``candidates`` inside a transaction of the caller's."""
+        v = model_variants
+        q = sa.select(v).where(v.c.name == model["name"], v.c.version == model["version"]).order_by(v.c.pushed_at)
+        out = [dict(r) for r in c.execute(q).mappings()]
+        if model.get("portable", True):
+            out.append({"variant": "", "sha256": model["sha256"], "target": {}, "size": model["size"]})
+        return out
 
     def candidates(self, model: Row) -> list[Row]:
         """Every artifact a device may get of this version: the targeted ones, then the portable one."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgefleet.sdk._address import host_port_problem
+from edgefleet.sdk.kit import host_port_problem
 
 from ._errors import InvalidArgumentError
 

@@ -21,7 +21,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scrip
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, code)
 
@@ -29,13 +29,11 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 @contextlib.contextmanager
 def _user_errors() -> Iterator[None]:
     """Turn expected failures into one line on stderr and a non-zero exit (no traceback)."""
-    from edgefleet.sdk import EdgefleetError
-
-    from .._errors import CloudError
+    from edgefleet.sdk import EdgefleetError  # the root of CloudError and of the SDK's errors
 
     try:
         yield
-    except (CloudError, EdgefleetError) as exc:
+    except EdgefleetError as exc:
         raise _fail(str(exc)) from None
 
 
@@ -157,7 +155,7 @@ def _controller_commands(grp: typer.Typer) -> None:
 
         from edgefleet.sdk import key_id as key_id_of
         from edgefleet.sdk import load_public_key
-        from edgefleet.sdk._cli import set_log_level
+        from edgefleet.sdk.kit import set_log_level
 
         from .._server import serve
         from .._settings import ControllerSettings

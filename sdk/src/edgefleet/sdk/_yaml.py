@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from ._errors import ConfigError
 from ._validation import format_validation_error
 
-__all__ = ["load_yaml_mapping", "validate_mapping"]
+__all__ = ["load_yaml_mapping", "validate_mapping", "yaml_problem"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,8 +29,10 @@ def load_yaml_mapping(path: Path, error: type[Exception] = ConfigError) -> dict[
         raise error(f"{path}: is a directory, not a config file") from None
     except UnicodeDecodeError:
         raise error(f"{path}: not a YAML file (not UTF-8 text)") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise error(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: {yaml_problem(exc)}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
         raise error(f"{path}: expected a mapping at the top level")
     return data
@@ -42,3 +44,12 @@ def validate_mapping(model: type[M], data: dict[str, Any], source: str, error: t
         return model.model_validate(data)
     except ValidationError as exc:
         raise error(format_validation_error(exc, source)) from None
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: ``not valid YAML at line 3, column 5: found character '\\t' ...``
+    (its own text spans several lines, with a drawing of the spot)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not valid YAML{where}: {problem}"

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
 
 from ._artifact_store import SHA256_RE, ArtifactStore
 from ._auth import current_peer

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
-from edgefleet.sdk._address import connect_problem, host_port_problem
+from edgefleet.sdk.kit import connect_problem, host_port_problem
 
 from ._errors import (
     CloudError,

@@ -21,7 +21,7 @@ from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig, key_id, load_public_key
-from edgefleet.sdk._address import can_probe, connect_problem
+from edgefleet.sdk.kit import can_probe, connect_problem, distribution_version
 
 from ._background import background_executor
 from ._caps import detect_capabilities
@@ -37,7 +37,7 @@ from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
 __all__ = ["Agent", "load_trusted_keys"]
 
 _log = logging.getLogger(__name__)
-VERSION = "0.1.0"
+VERSION = distribution_version("edgefleet-edge")
 _STEPS = {
     "verify": agent_pb2.STEP_VERIFYING,
     "load": agent_pb2.STEP_LOADING,
@@ -387,7 +387,7 @@ class Agent:
                     # not an outcome: the command runs again when the controller repeats it
                     self.event(cid, agent_pb2.STEP_DOWNLOADING, f"{exc}; will resume")
                     return
-                except (AgentError, EdgefleetError) as exc:
+                except EdgefleetError as exc:  # AgentError too
                     ok, message, ref = False, str(exc), self._serving_ref(cmd)
                     _log.warning("command %s refused: %s", cid, message)
                     self._report_error("command", f"{cid}: {message}")

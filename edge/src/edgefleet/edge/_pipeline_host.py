@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
-from edgefleet.sdk._redact import redact
+from edgefleet.sdk.kit import redact
 
 __all__ = ["PipelineHost", "SwapOutcome"]
 

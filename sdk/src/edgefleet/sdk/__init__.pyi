@@ -63,6 +63,10 @@ from ._results import Keypoint as Keypoint
 from ._results import Mask as Mask
 from ._results import RegionCounts as RegionCounts
 from ._results import Result as Result
+from ._shadow import ShadowConfig as ShadowConfig
+from ._shadow import ShadowGate as ShadowGate
+from ._shadow import ShadowRun as ShadowRun
+from ._shadow_kpis import Agreement as Agreement
 from ._signing import generate_signing_key as generate_signing_key
 from ._signing import key_id as key_id
 from ._signing import load_private_key as load_private_key

@@ -152,6 +152,9 @@ class ResultStage:
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
+        shadow = self.swapper.shadow
+        if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
+            shadow.observe(results)
         if self.analytics:
             t0 = time.perf_counter()
             self._announce(model)

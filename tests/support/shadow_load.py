@@ -1,0 +1,94 @@
+"""The cost of shadow mode on a serving pipeline under live load: the same pipeline (S live synthetic
+streams at F fps, NanoDet-m 1.0.0 serving) run for a fixed time without a shadow (the control) and with
+a candidate in shadow at each sample rate, one after the other in one process, and what each run
+delivered: frames in, results, frames dropped by the live sources (they drop the oldest when the
+pipeline falls behind), fps, capture-to-result latency, CPU seconds per result, and the shadow's own
+counts. Used by tests/integration/test_shadow_load.py and tools/bench/shadow_bench.py."""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from edgefleet.sdk import Pipeline
+
+from .track_swap import V1
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def one_run(
+    candidate: Path | None,
+    rate: float,
+    *,
+    streams: int = 4,
+    fps: float = 30.0,
+    width: int = 640,
+    height: int = 480,
+    seconds: float = 10.0,
+    warmup_s: float = 3.0,
+    max_busy: float = 0.5,
+    device: str = "cpu",
+    max_batch: int = 4,
+    serving: Path = V1,
+) -> dict[str, Any]:
+    """One timed run; ``candidate`` None (or ``rate`` 0): the control run without a shadow."""
+    sources = [f"cam{i}=synthetic:?width={width}&height={height}&fps={fps:g}" for i in range(streams)]
+    with Pipeline(serving, sources, device=device, max_batch=max_batch) as p:
+        run = None
+        if candidate is not None and rate > 0:
+            run = p.shadow(candidate, {"sample_rate": rate, "max_busy": max_busy})
+        time.sleep(warmup_s)
+        s0, c0, t0 = p.stats(), _cpu_s(), time.monotonic()
+        time.sleep(seconds)
+        s1, c1, t1 = p.stats(), _cpu_s(), time.monotonic()
+        shadow = run.stop().to_dict() if run is not None else None
+    frames_in, results = s1.frames_in - s0.frames_in, s1.results - s0.results
+    dropped = s1.dropped - s0.dropped
+    lat = [s.latency_p95_ms for s in s1.streams.values()]
+    out: dict[str, Any] = {
+        "sample_rate": rate,
+        "seconds": round(t1 - t0, 2),
+        "offered_fps": streams * fps,
+        "frames_in": frames_in,
+        "results": results,
+        "dropped": dropped,
+        "dropped_ratio": dropped / max(frames_in, 1),  # frames_in counts the dropped ones too
+        "fps": results / (t1 - t0),
+        "latency_p95_ms_worst_stream": max(lat, default=0.0),
+        "infer_p50_ms": s1.stages["infer"].p50_ms,
+        "cpu_s_per_result": (c1 - c0) / max(results, 1),
+    }
+    if shadow is not None:
+        keys = (
+            "sampled",
+            "frames",
+            "dropped",
+            "skipped_budget",
+            "busy_ratio",
+            "latency_p50_ms",
+            "latency_p95_ms",
+            "f1",
+        )
+        out["shadow"] = {k: shadow[k] for k in keys}
+    return out
+
+
+def compare(candidate: Path, rates: list[float], *, control_runs: int = 2, **kw: Any) -> dict[str, Any]:
+    """Control runs first and last (the machine's load drifts), each shadow rate in between."""
+    runs = [one_run(None, 0.0, **kw)]
+    runs += [one_run(candidate, r, **kw) for r in rates]
+    if control_runs > 1:
+        runs.append(one_run(None, 0.0, **kw))
+    controls = [r for r in runs if r["sample_rate"] == 0]
+    base_fps = sum(r["fps"] for r in controls) / len(controls)
+    base_drop = sum(r["dropped_ratio"] for r in controls) / len(controls)
+    for r in runs:
+        r["fps_vs_control"] = r["fps"] / base_fps if base_fps else 0.0
+        r["dropped_ratio_minus_control"] = r["dropped_ratio"] - base_drop
+    return {"runs": runs, "control_fps": base_fps, "control_dropped_ratio": base_drop}

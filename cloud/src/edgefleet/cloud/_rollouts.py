@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._errors import InvalidArgumentError
-from ._store import Row, Store, apply_command
+from ._fleet_store import Row, Store, apply_command
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 

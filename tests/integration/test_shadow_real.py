@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from edgefleet.cloud._shadow_gates import quality_verdict
 from edgefleet.sdk import Pipeline, Result, SwapReport
 from tests.support.shadow_models import V1, blind, build_v2, shuffled
 from tests.support.track_swap import CLIP
@@ -34,9 +35,11 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"v2": v2, "shuffled": shuffled(v2, root / "shuffled"), "blind": blind(v2, root / "blind")}
 
 
-def _swap_while_running(candidate: Path, **kw: Any) -> tuple[SwapReport, list[Result]]:
-    """Serve 1.0.0 on the looping clip, swap to ``candidate`` after the first results, and stop 30
-    results after the swap returned."""
+def _swap_while_running(
+    candidate: Path, *, after_swap: int = 30, quality: dict[str, Any] | None = None, **kw: Any
+) -> tuple[SwapReport, list[Result]]:
+    """Serve 1.0.0 on the looping clip, swap to ``candidate`` after the first results, and stop
+    ``after_swap`` results after the swap returned (``quality``: filled with the per-version KPIs)."""
     reports: list[SwapReport] = []
     results: list[Result] = []
     with Pipeline(V1, [f"cam0={CLIP}?loop=1"], max_frames=3000) as p:
@@ -49,10 +52,12 @@ def _swap_while_running(candidate: Path, **kw: Any) -> tuple[SwapReport, list[Re
                 swapper.start()
             if reports:
                 after += 1
-                if after == 30:
+                if after == after_swap:
                     p.stop()
         assert swapper is not None
         swapper.join(60)
+        if quality is not None:
+            quality.update({ref: q.to_dict() for ref, q in p.stats().quality.items()})
     return reports[0], results
 
 
@@ -107,3 +112,24 @@ def test_a_correct_but_slow_model_fails_the_latency_gate_before_any_shadow(model
     assert not report.ok and report.stage == "gate" and "exceeds the budget" in (report.error or "")
     assert report.shadow is None  # judged on speed first: no shadow phase for a model that is too slow
     assert {r.model_version for r in results} == {"1.0.0"}
+
+
+@pytest.mark.parametrize(("name", "passes"), [("v2", True), ("shuffled", False)])
+def test_quality_after_cut_over_against_the_baseline_of_the_previous_version(
+    models: dict[str, Path], name: str, passes: bool
+) -> None:
+    """No shadow phase: the version cuts over, and its own KPIs after it are judged against 1.0.0's on the
+    same camera, as the controller does in the health window."""
+    quality: dict[str, Any] = {}
+    report, _ = _swap_while_running(models[name], health_window_s=0.0, after_swap=60, quality=quality)
+    assert report.ok
+    target = report.new_ref
+    assert list(quality) == ["nanodet-m:1.0.0", target]
+    base, new = quality["nanodet-m:1.0.0"], quality[target]
+    assert base["frames"] >= 5 and new["frames"] >= 50 and base["detections_per_frame"] > 3
+    assert 0 < new["confidence_p10"] <= new["confidence_p50"] <= new["confidence_p90"] <= 1
+    params = {"max_detection_rate_change": 0.5, "max_class_mix_shift": 0.2, "shadow_min_frames": 5}
+    verdict = quality_verdict(params, {"name": "cam", "quality": [base, new]}, target)
+    assert (verdict == "") is passes, verdict
+    if not passes:
+        assert "quality_class_mix_shift" in verdict  # same boxes, other names: the counts alone pass

@@ -73,6 +73,7 @@ EXPECTED = {
     "TensorSpec",
     "TopK",
     "Transform",
+    "VersionQuality",
     "VideoSink",
     "__version__",
     "bump_package",

@@ -17,7 +17,7 @@ from edgefleet.proto.v1 import agent_pb2
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["GATES", "SHADOW_FIELDS", "shadow_params", "shadow_pb"]
+__all__ = ["GATES", "SHADOW_FIELDS", "quality_verdict", "shadow_params", "shadow_pb"]
 
 #: the gates (any of them set adds a shadow phase) and the sampling, by their CreateRolloutRequest names
 GATES = ("min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change")
@@ -59,3 +59,40 @@ def shadow_pb(params: Mapping[str, Any]) -> agent_pb2.ShadowGate | None:
         max_class_mix_shift=float(params.get("max_class_mix_shift", 0.0)),
         max_detection_rate_change=float(params.get("max_detection_rate_change", 0.0)),
     )
+
+
+def quality_verdict(params: Mapping[str, Any], pipeline: Mapping[str, Any], target: str) -> str:
+    """The health window's quality gate for one pipeline of a device: its new version (``target``)
+    against the device's own baseline, the version it served before (both from the device's status
+    report). "" passes (or cannot judge yet: fewer than the shadow's ``min_frames`` frames on either side).
+
+    * detection rate change = (dpf_new - dpf_base) / max(dpf_base, 0.01), dpf: detections per frame;
+    * class mix shift = ½ · Σ |mix_new(l) - mix_base'(l)| over the labels the new version has output, where
+      mix_base' is the baseline's mix restricted to those labels and renormalised ("other" left out).
+    """
+    rate_limit = float(params.get("max_detection_rate_change") or 0.0)
+    mix_limit = float(params.get("max_class_mix_shift") or 0.0)
+    if not rate_limit and not mix_limit:
+        return ""
+    need = int(params.get("shadow_min_frames") or 30)
+    versions = {str(q.get("model_ref", "")): q for q in pipeline.get("quality") or []}
+    new = versions.get(target)
+    base = next((q for ref, q in versions.items() if ref != target), None)
+    if new is None or base is None or min(float(new.get("frames", 0)), float(base.get("frames", 0))) < need:
+        return ""
+    name, base_ref = pipeline.get("name"), base.get("model_ref")
+    dpf_new, dpf_base = float(new.get("detections_per_frame", 0.0)), float(base.get("detections_per_frame", 0.0))
+    change = (dpf_new - dpf_base) / max(dpf_base, 0.01)
+    if rate_limit and abs(change) > rate_limit:
+        return (
+            f"pipeline {name}: quality_detection_rate_change {change:+.3f} exceeds ±{rate_limit:g} "
+            f"({dpf_new:.2f} detections per frame vs {dpf_base:.2f} on {base_ref})"
+        )
+    mix_new = {k: float(v) for k, v in (new.get("class_mix") or {}).items() if k != "other"}
+    mix_base = {k: float(v) for k, v in (base.get("class_mix") or {}).items() if k in mix_new}
+    if mix_limit and mix_new and sum(mix_base.values()) > 0:
+        tn, tb = sum(mix_new.values()), sum(mix_base.values())
+        shift = 0.5 * sum(abs(mix_new[k] / tn - mix_base.get(k, 0.0) / tb) for k in mix_new)
+        if shift > mix_limit:
+            return f"pipeline {name}: quality_class_mix_shift {shift:.3f} > {mix_limit:g} vs {base_ref}"
+    return ""

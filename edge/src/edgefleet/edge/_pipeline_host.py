@@ -200,6 +200,7 @@ class PipelineHost:
             "state": "failed" if failed else "running",
             "health": health,
             "previous_ref": self.previous.ref if self.previous else "",
+            "quality": [q.to_dict() for q in stats.quality.values()],  # serving version and its baseline
         }
 
     # --- swaps -------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from ._packaging import pack_package as pack_package
 from ._packaging import quantize_package as quantize_package
 from ._packaging import verify_package as verify_package
 from ._pipeline import Pipeline as Pipeline
+from ._quality import VersionQuality as VersionQuality
 from ._redact import redact_uri as redact_uri
 from ._results import AnalyticsEvent as AnalyticsEvent
 from ._results import Classification as Classification

@@ -556,6 +556,7 @@ class Pipeline:
             model=model,
             detections_by_label=dict(post.labels.most_common()) if post is not None else {},
             analytics=post.analytics.stats() if post is not None else {},
+            quality=post.quality.snapshot() if post is not None else {},
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:

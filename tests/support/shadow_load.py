@@ -79,16 +79,30 @@ def one_run(
     return out
 
 
-def compare(candidate: Path, rates: list[float], *, control_runs: int = 2, **kw: Any) -> dict[str, Any]:
-    """Control runs first and last (the machine's load drifts), each shadow rate in between."""
+def compare(candidate: Path, rates: list[float], *, repeats: int = 1, **kw: Any) -> dict[str, Any]:
+    """A control run, then ``repeats`` rounds of one run per rate followed by a control run (the load of a
+    shared machine drifts: each rate sits between two controls). ``summary``: per rate, the means over
+    its runs, and each run's ratio to the mean of the two control runs around it."""
     runs = [one_run(None, 0.0, **kw)]
-    runs += [one_run(candidate, r, **kw) for r in rates]
-    if control_runs > 1:
+    for _ in range(max(1, repeats)):
+        runs += [one_run(candidate, r, **kw) for r in rates]
         runs.append(one_run(None, 0.0, **kw))
-    controls = [r for r in runs if r["sample_rate"] == 0]
-    base_fps = sum(r["fps"] for r in controls) / len(controls)
-    base_drop = sum(r["dropped_ratio"] for r in controls) / len(controls)
-    for r in runs:
-        r["fps_vs_control"] = r["fps"] / base_fps if base_fps else 0.0
-        r["dropped_ratio_minus_control"] = r["dropped_ratio"] - base_drop
-    return {"runs": runs, "control_fps": base_fps, "control_dropped_ratio": base_drop}
+    controls = [i for i, r in enumerate(runs) if r["sample_rate"] == 0]
+    for i, r in enumerate(runs):
+        before = max(c for c in controls if c <= i)
+        after = min(c for c in controls if c >= i)
+        ref = [runs[before], runs[after]]
+        fps = sum(c["fps"] for c in ref) / 2
+        r["fps_vs_control"] = r["fps"] / fps if fps else 0.0
+        r["dropped_ratio_minus_control"] = r["dropped_ratio"] - sum(c["dropped_ratio"] for c in ref) / 2
+        cpu = sum(c["cpu_s_per_result"] for c in ref) / 2
+        r["cpu_per_result_vs_control"] = r["cpu_s_per_result"] / cpu if cpu else 0.0
+    summary = {}
+    for rate in [0.0, *rates]:
+        mine = [r for r in runs if r["sample_rate"] == rate]
+        summary[f"{rate:.4g}"] = {
+            k: sum(r[k] for r in mine) / len(mine)
+            for k in ("fps", "dropped_ratio", "fps_vs_control", "dropped_ratio_minus_control", "cpu_s_per_result",
+                      "cpu_per_result_vs_control", "latency_p95_ms_worst_stream")
+        } | {"runs": len(mine)}  # fmt: skip
+    return {"summary": summary, "runs": runs}

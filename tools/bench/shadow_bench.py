@@ -7,12 +7,14 @@
 NanoDet-m 1.0.0 (416 px, 80 classes) serves S live synthetic streams at F fps (test pattern, live: the
 sources drop the oldest frame when the pipeline falls behind); NanoDet-m 2.0.0 (320 px, 6 classes, built
 by tools/models/build_nanodet_320.py into a temporary directory) runs in shadow. In one process, one after
-the other, each for ``--seconds`` after ``--warmup`` seconds: a control run without a shadow, one run per
-sample rate (default 1/30, 1/10, 1/1), and a second control run (the load of a shared machine drifts).
+the other, each for ``--seconds`` after ``--warmup`` seconds: a control run without a shadow, then
+``--repeats`` rounds of one run per sample rate (default 1/30, 1/10, 1/1) and a control run (the load of a
+shared machine drifts: each shadow run sits between two control runs).
 Each run reports frames in, results, drops, fps, the worst stream's p95 capture-to-result latency, the
 infer stage's p50, CPU seconds per result, and the shadow's own counts (sampled, compared, dropped by
-its queue, skipped by its busy budget, busy ratio, candidate latency); ``fps_vs_control`` and
-``dropped_ratio_minus_control`` compare each run with the mean of the two control runs.
+its queue, skipped by its busy budget, busy ratio, candidate latency); ``fps_vs_control``,
+``dropped_ratio_minus_control`` and ``cpu_per_result_vs_control`` compare each run with the mean of the
+two control runs around it, and ``summary`` averages them per rate.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds before each run's measurement")
     ap.add_argument("--rates", type=_rate, nargs="+", default=[_rate("1/30"), _rate("1/10"), 1.0])
     ap.add_argument("--max-busy", type=float, default=0.5, help="the shadow's busy budget (ShadowConfig)")
+    ap.add_argument("--repeats", type=int, default=2, help="rounds of (every rate, then a control run)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if not 0 < args.max_busy <= 1:
@@ -76,6 +79,7 @@ def main() -> int:
             max_busy=args.max_busy,
             device=args.device,
             max_batch=args.max_batch,
+            repeats=args.repeats,
         )
     emit(
         {

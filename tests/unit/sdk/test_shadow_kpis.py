@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 import pytest
 
-from edgefleet.sdk import ConfigError, Detection
-from edgefleet.sdk._shadow import ShadowGate, shadow_config
+from edgefleet.sdk import ConfigError, Detection, Frame, Result, load_package
+from edgefleet.sdk._metrics import CopyCounter
+from edgefleet.sdk._model import load_model
+from edgefleet.sdk._shadow import ShadowConfig, ShadowGate, ShadowRun, shadow_config
 from edgefleet.sdk._shadow_kpis import AgreementCounter, match, output_labels
 from edgefleet.sdk._swap import shadow_gate
 
@@ -82,3 +89,43 @@ def test_bad_shadow_settings_are_one_clear_error() -> None:
         shadow_gate({"bogus": 1})
     with pytest.raises(TypeError):
         shadow_gate(0.5)  # type: ignore[arg-type]
+
+
+def _toy_run(toy_models: dict[str, Path], **cfg: Any) -> tuple[ShadowRun, CopyCounter]:
+    model = load_model(load_package(toy_models["yolo_v2"]), max_batch=1, warmup=False)
+    copies = CopyCounter()
+    return ShadowRun(model, frozenset({"person"}), ShadowConfig(**cfg), copies, close_model=True), copies
+
+
+def _frame(seq: int, stream: str = "cam") -> Frame:
+    return Frame(stream, seq, 0.0, 0.0, np.zeros((48, 64, 3), np.uint8))
+
+
+def test_sampling_per_stream_the_bounded_queue_and_the_busy_budget(toy_models: dict[str, Path]) -> None:
+    run, copies = _toy_run(toy_models, sample_rate=0.25, queue=2)  # not started: nothing drains the queue
+    for seq in range(100):
+        run.offer(_frame(seq))
+        run.offer(_frame(seq, "other"))
+    assert run.sampled == 50  # a quarter of each stream's frames, the first one included
+    assert run.dropped == 48 and len(run._queue) == 2  # the oldest dropped, never a wait
+    assert copies.snapshot()["counts"]["host_to_host"] == 50  # each sampled frame: one counted copy
+    run._free_at = time.monotonic() + 60  # the busy budget is spent
+    for seq in range(100, 108):
+        run.offer(_frame(seq))
+    assert run.skipped_budget == 2 and run.sampled == 50
+    run.stop()
+    assert run._pending == {} and run.agreement().frames == 0
+
+
+def test_a_started_run_compares_the_pairs_whichever_half_comes_first(toy_models: dict[str, Path]) -> None:
+    run, _ = _toy_run(toy_models, sample_rate=1.0, max_busy=1.0, queue=8)
+    early = Result("cam", 0, 0.0, "m", "1", 64, 48, 0.0)
+    run.offer(_frame(0))
+    run.observe([early])  # the serving half before the candidate ran
+    run.start()
+    run.offer(_frame(1))
+    a = run.wait_frames(1, 10.0)
+    run.observe([Result("cam", 1, 0.0, "m", "1", 64, 48, 0.0)])  # the serving half after it
+    a = run.wait_frames(2, 10.0)
+    a = run.stop()
+    assert a.frames == 2 and a.sampled == 2 and a.latency_p50_ms > 0

@@ -309,6 +309,9 @@ class ShadowRun:
         if self._thread.is_alive():
             self._thread.join(10.0)
         result = self.agreement()
+        with self._cond:  # the pipeline's threads find nothing to hand over any more
+            self._queue.clear()
+            self._pending.clear()
         if self._close_model:
             self.model.close()
         return result

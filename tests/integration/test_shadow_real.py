@@ -16,7 +16,7 @@ import pytest
 from edgefleet.cloud._shadow_gates import quality_verdict
 from edgefleet.sdk import Pipeline, Result, SwapReport
 from tests.support.shadow_models import V1, blind, build_v2, shuffled
-from tests.support.track_swap import CLIP
+from tests.support.track_swap import CLIP, TRACK
 
 GATE = {
     "min_f1": 0.7,
@@ -133,3 +133,13 @@ def test_quality_after_cut_over_against_the_baseline_of_the_previous_version(
     assert (verdict == "") is passes, verdict
     if not passes:
         assert "quality_class_mix_shift" in verdict  # same boxes, other names: the counts alone pass
+
+
+def test_tracker_churn_comes_from_the_track_stage() -> None:
+    with Pipeline(V1, [f"cam0={CLIP}"], max_frames=80, score_threshold=0.2, analytics=[TRACK]) as p:
+        results = list(p.results(timeout=120))
+        q = p.stats().quality["nanodet-m:1.0.0"]
+    new = sum(1 for r in results for d in r.detections if d.track_state == "new")
+    assert q.frames == 80 and new > 0
+    assert q.new_tracks_per_frame == pytest.approx(new / 80)
+    assert q.ended_tracks_per_frame == pytest.approx(sum(len(r.ended_tracks) for r in results) / 80)

@@ -30,6 +30,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
+from ._shadow_gates import shadow_params
 from ._spec_rpcs import SpecRPCs
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 from ._variants import VariantStore, check_target, describe, pick_variant
@@ -233,7 +234,10 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         for what, value in (("min fps", request.min_fps), ("max latency", request.max_latency_ms)):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
+        shadow = shadow_params(request)
         if request.pipeline_ref:
+            if shadow:
+                raise InvalidArgumentError("shadow gates judge a model version; a pipeline spec rollout takes none")
             model = await self.specs_rpc.spec_target(request.pipeline_ref)
         else:
             model = await self.store.call(self.store.model_by_ref, request.model_ref)
@@ -279,6 +283,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "max_failure_ratio": request.max_failure_ratio,
             "min_fps": request.min_fps,
             "max_latency_ms": request.max_latency_ms,
+            **shadow,
         }
         row = {
             "rollout_id": rid,

@@ -9,8 +9,7 @@ import logging
 from typing import Any
 
 from edgefleet.proto.v1 import agent_pb2
-from edgefleet.sdk._sealing import SealingError, public_key_pem
-from edgefleet.sdk._spec import load_pipeline_spec, secret_refs
+from edgefleet.sdk.kit import SealingError, load_pipeline_spec, public_key_pem, secret_refs
 
 from ._fleet_store import Row, Store
 from ._spec_store import SpecStore, parse_spec_ref

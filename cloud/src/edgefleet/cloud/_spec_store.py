@@ -16,8 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from edgefleet.sdk import ConfigError
-from edgefleet.sdk._names import NAME_RE
-from edgefleet.sdk._spec import PipelineSpec, load_pipeline_spec
+from edgefleet.sdk.kit import NAME_RE, PipelineSpec, load_pipeline_spec
 
 from ._db import device_keys, pipeline_specs, sealed_secrets
 from ._errors import ConflictError, InvalidArgumentError, NotFoundError

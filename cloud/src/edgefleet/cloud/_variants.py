@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from edgefleet.sdk._names import NAME_RE
+from edgefleet.sdk.kit import NAME_RE
 
 from ._db import model_variants, models
 from ._errors import ConflictError, InvalidArgumentError

@@ -26,9 +26,8 @@ def register(cli: Any) -> None:
         import logging
 
         from edgefleet.sdk import EdgefleetError
-        from edgefleet.sdk._cli import fail, set_log_level
+        from edgefleet.sdk.kit import fail, set_log_level
 
-        from ._errors import AgentError
         from ._main import run_agent
 
         if log_format not in ("text", "json"):
@@ -44,5 +43,5 @@ def register(cli: Any) -> None:
         set_log_level(log_level)
         try:
             run_agent(config)
-        except (AgentError, EdgefleetError) as exc:
+        except EdgefleetError as exc:  # AgentError and the SDK's errors alike
             raise fail(str(exc), 1) from None

@@ -35,8 +35,7 @@ from typing import Any
 
 from edgefleet.proto.v1 import agent_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig
-from edgefleet.sdk._redact import redact
-from edgefleet.sdk._spec import PipelineSpec, load_pipeline_spec, plan_live_change, resolve_secrets
+from edgefleet.sdk.kit import PipelineSpec, load_pipeline_spec, plan_live_change, redact, resolve_secrets
 
 from ._errors import AgentError, ApplyError
 from ._pipeline_host import PipelineHost
@@ -123,7 +122,7 @@ class SpecRunner:
             key = tls.key.read_bytes()
         except OSError as exc:
             raise ApplyError(f"controller.tls.key: cannot read: {exc.strerror}") from None
-        from edgefleet.sdk._sealing import SealingError, unseal  # cryptography's ECDH: only when a spec has secrets
+        from edgefleet.sdk.kit import SealingError, unseal  # cryptography's ECDH: only when a spec has secrets
 
         device = self.agent.config.device_id
         try:
@@ -332,6 +331,6 @@ class SpecRunner:
 
 
 def _stream_ids(config: PipelineConfig) -> list[str]:
-    from edgefleet.sdk._spec import stream_id
+    from edgefleet.sdk.kit import stream_id
 
     return [str(stream_id(item, i)) for i, item in enumerate(config.sources)]

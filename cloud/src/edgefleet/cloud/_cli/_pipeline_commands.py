@@ -25,7 +25,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scrip
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, code)
 
@@ -85,7 +85,7 @@ def _spec_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Check a pipeline spec and store it on the controller as an immutable version."""
-        from edgefleet.sdk._spec import load_pipeline_spec
+        from edgefleet.sdk.kit import load_pipeline_spec
 
         from ._display import emit_json
 
@@ -160,7 +160,7 @@ def _spec_commands(grp: typer.Typer) -> None:
     ) -> None:
         """What a device running OLD changes to run NEW: streams, sinks and analytics added (+), removed (-),
         changed (~), and what restarts a pipeline."""
-        from edgefleet.sdk._spec import diff_specs
+        from edgefleet.sdk.kit import diff_specs
 
         with _user_errors():
             a, b = _load(old, controller), _load(new, controller)
@@ -170,7 +170,7 @@ def _spec_commands(grp: typer.Typer) -> None:
 
 
 def _load(ref: str, controller: str | None) -> Any:
-    from edgefleet.sdk._spec import load_pipeline_spec
+    from edgefleet.sdk.kit import load_pipeline_spec
 
     path = Path(ref)
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
@@ -199,7 +199,7 @@ def _secret_commands(grp: typer.Typer) -> None:
     ) -> None:
         """Seal a camera credential (user:password) to one device's key, here, and store only the sealed
         value on the controller. The clear value is never sent, printed or logged."""
-        from edgefleet.sdk._sealing import seal
+        from edgefleet.sdk.kit import seal
 
         value = sys.stdin.readline().rstrip("\n") if stdin else typer.prompt(f"{name} for {device}", hide_input=True)
         if not value:

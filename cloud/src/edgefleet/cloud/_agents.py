@@ -184,18 +184,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     last = conn.sent.get(d["command_id"])
                     if last is not None and time.monotonic() - last < self.settings.resend_s:
                         continue
-                    model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
-                    params = None
-                    if d["kind"] == "apply" and d["rollout_id"]:
-                        params = await self.store.call(self.store.rollout_params, d["rollout_id"])
-                    conn.sent[d["command_id"]] = time.monotonic()
-                    _log.info("→ %s command %s (%s %s)", device_id, d["command_id"], d["kind"], d["ref"])
-                    yield command_pb(d, model, params)
                     if str(d["model_name"]).startswith(SPEC_PREFIX):
                         out = await self.specs.command(d, device_id)
                     else:
                         model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
-                        out = command_pb(d, model)
+                        params = None
+                        if d["kind"] == "apply" and d["rollout_id"]:
+                            params = await self.store.call(self.store.rollout_params, d["rollout_id"])
+                        out = command_pb(d, model, params)
                     conn.sent[d["command_id"]] = time.monotonic()
                     _log.info("→ %s command %s (%s %s)", device_id, d["command_id"], d["kind"], d["ref"])
                     yield out

@@ -32,6 +32,7 @@ from typing import Any
 
 from ._errors import InvalidArgumentError
 from ._fleet_store import Row, Store, apply_command
+from ._shadow_gates import quality_verdict
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 
@@ -129,6 +130,9 @@ def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, s
             return False, (
                 f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms > {params['max_latency_ms']}"
             )
+        worse = quality_verdict(params, p, ro["model_ref"])  # what it sees vs its own baseline (issue 22)
+        if worse:
+            return False, worse
     return True, ""
 
 

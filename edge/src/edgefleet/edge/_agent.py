@@ -48,7 +48,22 @@ _STEPS = {
     "rollback": agent_pb2.STEP_ROLLED_BACK,
     "done": agent_pb2.STEP_HEALTH,
     "failed": agent_pb2.STEP_GATE,
+    "shadow": agent_pb2.STEP_GATE,  # the shadow phase is a gate before the cut-over
 }
+
+
+def shadow_gate(apply: agent_pb2.ApplyModel) -> dict[str, Any] | None:
+    """``ApplyModel.shadow`` as ``ShadowGate`` fields (0: default or not checked); None: no shadow phase."""
+    if not apply.HasField("shadow"):
+        return None
+    g = apply.shadow
+    sampling = {k: v for k, v in (("sample_rate", g.sample_rate), ("max_busy", g.max_busy)) if v > 0}
+    gate: dict[str, Any] = {"shadow": sampling}
+    for key in ("min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change"):
+        value = getattr(g, key)
+        if value > 0:
+            gate[key] = value
+    return gate
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
@@ -476,8 +491,11 @@ class Agent:
             before_ref = before.ref if before else h.ref
             self._swap_event(h.name, SwapPhase.PHASE_STARTED, before_ref, ref, rollout_id=rollout_id)
             t0 = time.perf_counter()
-            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid))
+            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid), shadow_gate(apply))
             took = time.perf_counter() - t0
+            kpis = {k: v for k, v in outcome.metrics.items() if k.startswith("shadow_")}
+            if kpis:  # the shadow phase's agreement, passed or not, for the controller's record
+                self.event(cid, agent_pb2.STEP_GATE, f"{h.name}: shadow agreement of {ref}", metrics=kpis)
             if not outcome.ok:
                 why = f"refused at {outcome.stage}: {outcome.error}"
                 self._swap_event(

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ._quality import VersionQuality
+
 __all__ = [
     "CopyCounter",
     "LatencyWindow",
@@ -248,6 +250,8 @@ class PipelineStats:
     detections_by_label: dict[str, int] = field(default_factory=dict)
     #: each analytics stage's counters (``AnalyticsStage.stats``), by stage name
     analytics: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    #: what the serving version and the one before it saw (``_quality``), by model ref, oldest first
+    quality: dict[str, VersionQuality] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -352,10 +352,23 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         ] = 0.0,
         min_fps: Annotated[float, typer.Option(help="Health gate: lowest acceptable fps per pipeline")] = 0.0,
         max_latency_ms: Annotated[float, typer.Option(help="Health gate: highest acceptable p95 latency")] = 0.0,
+        min_shadow_f1: Annotated[
+            float, typer.Option(help="Shadow gate: lowest F1 of the candidate vs the serving version (0: off)")
+        ] = 0.0,
+        max_class_mix_shift: Annotated[
+            float, typer.Option(help="Shadow gate: highest class mix shift, 0..1 (0: off)")
+        ] = 0.0,
+        max_detection_rate_change: Annotated[
+            float, typer.Option(help="Shadow gate: highest relative change of detections per frame (0: off)")
+        ] = 0.0,
+        shadow_sample_rate: Annotated[float, typer.Option(help="Shadow: fraction of frames (0: 0.1)")] = 0.0,
+        shadow_min_frames: Annotated[int, typer.Option(help="Shadow: frames compared per device (0: 30)")] = 0,
+        shadow_max_s: Annotated[float, typer.Option(help="Shadow: longest phase per device, s (0: 60)")] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Roll a model version out to the devices matching --to, wave by wave."""
+        """Roll a model version out to the devices matching --to, wave by wave. A shadow gate runs the
+        version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
         from ._display import rollout_tables
 
         sel = _pairs(to, "--to")
@@ -369,6 +382,14 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 max_failure_ratio=max_failures,
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
+                shadow={
+                    "min_shadow_f1": min_shadow_f1,
+                    "max_class_mix_shift": max_class_mix_shift,
+                    "max_detection_rate_change": max_detection_rate_change,
+                    "shadow_sample_rate": shadow_sample_rate,
+                    "shadow_min_frames": shadow_min_frames,
+                    "shadow_max_s": shadow_max_s,
+                },
             )
         _show(r, as_json, rollout_tables)
 

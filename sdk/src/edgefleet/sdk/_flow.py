@@ -72,12 +72,14 @@ class Flow:
     def failed(self) -> bool:
         return self._error is not None
 
-    def fail(self, stage: str, exc: BaseException) -> None:
-        """Record the first failure and stop everything."""
+    def fail(self, stage: str, exc: BaseException, *, log: bool = True) -> None:
+        """Record the first failure and stop everything (``log``: say so at ERROR; False when the caller
+        reports it itself, as one line on the command line)."""
         with self._lock:
             if self._error is None:
                 self._error = (stage, exc)
-                _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
+                if log:
+                    _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
         self.stop_sources.set()
         self.abort.set()
         self.done.set()

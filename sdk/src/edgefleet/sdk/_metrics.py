@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ._health import CameraState, HealthReason, SourceHealth
+
 __all__ = [
     "CopyCounter",
     "LatencyWindow",
@@ -127,9 +129,11 @@ class StageMetrics:
 class StreamMetrics:
     """Per-stream counters. Writers: the stream's reader thread and the result stage."""
 
-    def __init__(self, stream_id: str, live: bool) -> None:
+    def __init__(self, stream_id: str, live: bool, stall_s: float = 5.0) -> None:
         self.stream_id = stream_id
         self.live = live
+        #: the stream's state machine (connecting, streaming, stalled, reconnecting, failed, ended)
+        self.health = SourceHealth(stall_s)
         self.frames_in = RateMeter()
         self.results = RateMeter()
         self.dropped = 0
@@ -160,6 +164,7 @@ class StreamMetrics:
     def snapshot(self) -> StreamStats:
         p50, p95, p99 = self.latency.percentiles()
         recent = self.recent_error
+        health = self.health.snapshot()
         return StreamStats(
             stream_id=self.stream_id,
             live=self.live,
@@ -182,6 +187,10 @@ class StreamMetrics:
             recent_error=recent[0] if recent else None,
             recent_error_at=recent[1] if recent else None,
             skipped=self.skipped,
+            state=health.state,
+            reason=health.reason,
+            state_since=health.since,
+            state_seconds=round(health.seconds, 3),
         )
 
 
@@ -203,6 +212,10 @@ class StreamStats:
     dropped and came back reads as healthy again. What went wrong last stays in ``recent_error`` (its
     time in ``recent_error_at``, Unix seconds) after the stream recovers; ``outages``, ``reconnects`` and
     ``outage_seconds`` count every loss.
+
+    ``state`` is the stream's health (:class:`~edgefleet.sdk.CameraState`), ``reason`` why it is not
+    streaming (:class:`~edgefleet.sdk.HealthReason`, None while it streams), ``state_since`` when it
+    entered that state (Unix seconds) and ``state_seconds`` how long it has been in it.
     """
 
     stream_id: str
@@ -226,6 +239,10 @@ class StreamStats:
     recent_error: str | None = None  # the latest error, kept after the stream recovers
     recent_error_at: float | None = None  # when recent_error happened (Unix time, seconds)
     skipped: int = 0  # files an image folder passed over (unreadable, or not images), one warning each
+    state: CameraState = CameraState.CONNECTING
+    reason: HealthReason | None = None
+    state_since: float = 0.0
+    state_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

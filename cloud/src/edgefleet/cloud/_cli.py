@@ -138,6 +138,12 @@ def _controller_commands(grp: typer.Typer) -> None:
         metrics_listen: Annotated[
             str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
         ] = None,
+        camera_grace: Annotated[
+            float,
+            typer.Option(
+                help="Seconds a camera may be not streaming before its device reads degraded (and gates fail)"
+            ),
+        ] = 10.0,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
@@ -199,6 +205,7 @@ def _controller_commands(grp: typer.Typer) -> None:
                 mqtt_key_file=mqtt_key_file,
                 mqtt_share_group=mqtt_share_group,
                 metrics_listen=metrics_listen,
+                camera_grace_s=camera_grace,
                 **security,
             )
             serve(
@@ -321,6 +328,12 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         ] = 0.0,
         min_fps: Annotated[float, typer.Option(help="Health gate: lowest acceptable fps per pipeline")] = 0.0,
         max_latency_ms: Annotated[float, typer.Option(help="Health gate: highest acceptable p95 latency")] = 0.0,
+        cameras_may_be_down: Annotated[
+            bool, typer.Option(help="Do not gate on cameras (by default every camera must be streaming)")
+        ] = False,
+        camera_grace: Annotated[
+            float, typer.Option(help="Camera gate: seconds a camera may be down (0: the controller's --camera-grace)")
+        ] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -338,6 +351,8 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 max_failure_ratio=max_failures,
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
+                cameras_may_be_down=cameras_may_be_down,
+                camera_grace_s=camera_grace,
             )
         _show(r, as_json, rollout_tables)
 

@@ -176,6 +176,8 @@ class FleetClient:
         min_fps: float = 0.0,
         max_latency_ms: float = 0.0,
         request_id: str | None = None,
+        cameras_may_be_down: bool = False,
+        camera_grace_s: float = 0.0,
     ) -> fleet_pb2.Rollout:
         req = fleet_pb2.CreateRolloutRequest(
             model_ref=model_ref,
@@ -186,6 +188,8 @@ class FleetClient:
             min_fps=min_fps,
             max_latency_ms=max_latency_ms,
             request_id=request_id or uuid.uuid4().hex,
+            cameras_may_be_down=cameras_may_be_down,
+            camera_grace_s=camera_grace_s,
         )
         ro: fleet_pb2.Rollout = self._call(self._stub.CreateRollout, req)
         return ro

@@ -135,6 +135,7 @@ class Controller:
             max_attempts=s.max_attempts,
             retry_backoff_s=s.retry_backoff_s,
             reconcile_s=s.reconcile_s,
+            camera_grace_s=s.camera_grace_s,
         )
         from ._auth import Authorizer, server_credentials
 

@@ -48,6 +48,8 @@ class ControllerSettings:
     max_artifact_bytes: int = 2 << 30
     max_message_bytes: int = 4 << 20
     grace_s: float = 5.0
+    # a camera not streaming this long makes its device "degraded" and fails a rollout's camera gate
+    camera_grace_s: float = 10.0
     # Telemetry ingest (docs/telemetry.md): None keeps the controller off MQTT; gates use status reports only.
     mqtt_url: str | None = None  # mqtt://host:1883 or mqtts://user:pass@host:8883
     mqtt_fleet: str | None = None  # ingest only this fleet (None: every fleet)
@@ -88,6 +90,8 @@ class ControllerSettings:
             )
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if not (math.isfinite(self.camera_grace_s) and self.camera_grace_s >= 0):
+            raise InvalidArgumentError(f"--camera-grace must be >= 0 seconds, got {self.camera_grace_s}")
         if not (math.isfinite(self.grace_s) and self.grace_s >= 0):
             raise InvalidArgumentError(f"grace_s must be >= 0 seconds, got {self.grace_s}")
         bad = sorted(k for k in self.revoked_keys if not _KEY_ID.fullmatch(k))

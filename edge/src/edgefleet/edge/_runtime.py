@@ -15,6 +15,8 @@ from typing import Any
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
 from edgefleet.sdk._redact import redact
 
+from ._camera_status import camera_statuses
+
 __all__ = ["PipelineHost", "SwapOutcome"]
 
 _log = logging.getLogger(__name__)
@@ -200,6 +202,7 @@ class PipelineHost:
             "state": "failed" if failed else "running",
             "health": health,
             "previous_ref": self.previous.ref if self.previous else "",
+            "cameras": camera_statuses(streams),
         }
 
     # --- swaps -------------------------------------------------------------------------------------

@@ -11,6 +11,11 @@ from typing import Any
 import numpy as np
 
 from ._health import CameraState, HealthReason, SourceHealth
+from ._histogram import HistogramSnapshot, LatencyHistogram
+
+#: Record per-camera health and latency histograms per frame (the default). False: the code path before
+#: them, kept as a switch for ``tools/bench/health_overhead.py``, which measures both in one run.
+TRACKING = True
 
 __all__ = [
     "CopyCounter",
@@ -116,14 +121,18 @@ class StageMetrics:
         self.name = name
         self.latency = LatencyWindow()
         self.items = RateMeter()
+        self.histogram = LatencyHistogram() if TRACKING else None
 
     def record(self, seconds: float, items: int = 1) -> None:
         self.latency.add(seconds * 1000.0)
         self.items.add(items)
+        if self.histogram is not None:
+            self.histogram.observe(seconds)
 
     def snapshot(self) -> StageStats:
         p50, p95, p99 = self.latency.percentiles()
-        return StageStats(self.name, self.items.total, self.items.rate(), p50, p95, p99)
+        hist = self.histogram.snapshot() if self.histogram is not None else None
+        return StageStats(self.name, self.items.total, self.items.rate(), p50, p95, p99, hist)
 
 
 class StreamMetrics:
@@ -134,6 +143,8 @@ class StreamMetrics:
         self.live = live
         #: the stream's state machine (connecting, streaming, stalled, reconnecting, failed, ended)
         self.health = SourceHealth(stall_s)
+        self.tracking = TRACKING  # False: no health per frame, no histogram (the benchmark's old path)
+        self.latency_histogram = LatencyHistogram() if TRACKING else None
         self.frames_in = RateMeter()
         self.results = RateMeter()
         self.dropped = 0
@@ -151,6 +162,12 @@ class StreamMetrics:
         #: the latest error and its wall-clock time, kept after the stream recovers (one tuple: read whole)
         self.recent_error: tuple[str, float] | None = None
         self.model_ref: str | None = None
+
+    def observe_latency(self, ms: float) -> None:
+        """One result's capture-to-result latency."""
+        self.latency.add(ms)
+        if self.latency_histogram is not None:
+            self.latency_histogram.observe(ms / 1000.0)
 
     def set_error(self, text: str) -> None:
         """The stream is failing now, for ``text`` (already redacted)."""
@@ -191,6 +208,7 @@ class StreamMetrics:
             reason=health.reason,
             state_since=health.since,
             state_seconds=round(health.seconds, 3),
+            latency_histogram=self.latency_histogram.snapshot() if self.latency_histogram is not None else None,
         )
 
 
@@ -202,6 +220,7 @@ class StageStats:
     p50_ms: float
     p95_ms: float
     p99_ms: float
+    histogram: HistogramSnapshot | None = None  # every item's latency in seconds, cumulative buckets
 
 
 @dataclass(frozen=True)
@@ -243,6 +262,7 @@ class StreamStats:
     reason: HealthReason | None = None
     state_since: float = 0.0
     state_seconds: float = 0.0
+    latency_histogram: HistogramSnapshot | None = None  # capture-to-result, seconds, cumulative buckets
 
 
 @dataclass(frozen=True)

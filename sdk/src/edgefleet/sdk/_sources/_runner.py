@@ -218,7 +218,8 @@ class SourceRunner:
             if self.metrics.last_error is not None:  # frames flow again: healthy (recent_error keeps it)
                 self.metrics.clear_error()
             captured, timestamp = time.monotonic(), time.time()
-            self.metrics.health.frame(captured)
+            if self.metrics.tracking:
+                self.metrics.health.frame(captured)
             for _ in range(self.source.copies - copies_before):
                 self.copies.add(self.source.copy_kind, image.nbytes)
                 self.metrics.copies += 1

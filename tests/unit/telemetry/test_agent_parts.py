@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from edgefleet.cloud import _telemetry_cli as tcli
+from edgefleet.cloud._cli import _telemetry_commands as tcli
 from edgefleet.cloud._telemetry import TelemetryIngestError
 from edgefleet.cloud._telemetry import parse_broker_url as cloud_url
 from edgefleet.edge import _telemetry as tel

@@ -32,15 +32,15 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._client import DEFAULT_CONTROLLER, FleetClient
+    from ._fleet_client import DEFAULT_CONTROLLER, FleetClient
     from ._pack import pack_package
     from ._server import Controller, serve
     from ._settings import ControllerSettings
 
 # Imported on first use, so that `edgefleet --help` does not load gRPC or SQLAlchemy.
 _LAZY = {
-    "DEFAULT_CONTROLLER": "._client",
-    "FleetClient": "._client",
+    "DEFAULT_CONTROLLER": "._fleet_client",
+    "FleetClient": "._fleet_client",
     "pack_package": "._pack",
     "Controller": "._server",
     "serve": "._server",

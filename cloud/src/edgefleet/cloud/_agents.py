@@ -17,13 +17,13 @@ import grpc
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
 
+from ._artifact_store import SHA256_RE, ArtifactStore
 from ._auth import current_peer
 from ._convert import msg_dict
 from ._errors import DatabaseError
-from ._registry import SHA256_RE, ArtifactStore
+from ._fleet_store import Row, Store
 from ._settings import ControllerSettings
 from ._status_writer import StatusWriter
-from ._store import Row, Store
 
 __all__ = ["AgentHub", "AgentServicer"]
 

@@ -8,7 +8,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from edgefleet.proto.v1 import common_pb2, fleet_pb2
 
-from ._store import Row
+from ._fleet_store import Row
 
 __all__ = ["device_pb", "model_pb", "msg_dict", "pipelines_pb", "rollout_pb"]
 

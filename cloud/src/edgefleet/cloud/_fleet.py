@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
+from ._artifact_store import ArtifactStore
 from ._camera_health import camera_params
 from ._convert import device_pb, model_pb, rollout_pb
 from ._errors import (
@@ -27,10 +28,9 @@ from ._errors import (
     NotFoundError,
     RegistryError,
 )
-from ._registry import ArtifactStore
+from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
-from ._store import Row, Store
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]

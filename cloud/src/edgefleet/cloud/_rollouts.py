@@ -32,7 +32,7 @@ from typing import Any
 
 from ._camera_health import DEFAULT_CAMERA_GRACE_S, camera_gate
 from ._errors import InvalidArgumentError
-from ._store import Row, Store, apply_command
+from ._fleet_store import Row, Store, apply_command
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 

@@ -18,13 +18,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from edgefleet.proto.v1 import agent_pb2_grpc, fleet_pb2_grpc
 
 from ._agents import AgentHub, AgentServicer
+from ._artifact_store import ArtifactStore
 from ._errors import CloudError
 from ._fleet import FleetServicer
-from ._registry import ArtifactStore
+from ._fleet_store import Store
 from ._rollouts import RolloutEngine
 from ._settings import ControllerSettings
 from ._status_writer import StatusWriter
-from ._store import Store
 from ._telemetry import Ingester, TelemetryStore, parse_broker_url
 
 __all__ = ["Controller", "server_options", "serve"]

@@ -29,7 +29,7 @@ from ._config import AgentConfig
 from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
 from ._fetch import download
 from ._modelstore import ModelStore
-from ._runtime import PipelineHost
+from ._pipeline_host import PipelineHost
 from ._security import controller_channel
 from ._state import AgentState
 from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError

@@ -12,8 +12,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from ._broker import BrokerAddress
 from ._errors import TelemetryIngestError
+from ._mqtt_connection import BrokerAddress
 from ._validate import KINDS, Parsed, Rejected, parse_message
 
 __all__ = ["tail"]

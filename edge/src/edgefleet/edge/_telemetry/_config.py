@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from ._broker import BrokerAddress, parse_broker_url
+from ._mqtt_connection import BrokerAddress, parse_broker_url
 
 __all__ = ["AnalyticsEventsConfig", "EventsConfig", "TelemetryConfig", "agent_section"]
 

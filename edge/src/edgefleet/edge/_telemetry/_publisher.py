@@ -35,9 +35,9 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
 
-from ._broker import BrokerAddress
 from ._delivery import AckTracker, Delivery
 from ._messages import Encoding, Identity, ModelInUse, ack_topic, encode, parse_ack, stamp, topic, with_prev
+from ._mqtt_connection import BrokerAddress
 from ._spool import Priority, Spool, SpoolEntry, SpoolStats
 
 __all__ = ["ConnectionState", "Delivery", "MqttPublisher", "PublisherStats"]

@@ -31,7 +31,7 @@ def _user_errors() -> Iterator[None]:
     """Turn expected failures into one line on stderr and a non-zero exit (no traceback)."""
     from edgefleet.sdk import EdgefleetError
 
-    from ._errors import CloudError
+    from .._errors import CloudError
 
     try:
         yield
@@ -40,14 +40,14 @@ def _user_errors() -> Iterator[None]:
 
 
 def _address(controller: str | None) -> str:
-    from ._client import DEFAULT_CONTROLLER
+    from .._fleet_client import DEFAULT_CONTROLLER
 
     return controller or os.environ.get("EDGEFLEET_CONTROLLER") or DEFAULT_CONTROLLER
 
 
 def _client(controller: str | None) -> Any:
-    from ._cli_security import client_credentials
-    from ._client import FleetClient
+    from .._fleet_client import FleetClient
+    from ._security_commands import client_credentials
 
     return FleetClient(_address(controller), **client_credentials())
 
@@ -71,7 +71,7 @@ def _console() -> Any:
 
 def _show(obj: Any, as_json: bool, render: Any) -> None:
     """``--json``: the message as JSON on stdout; otherwise ``render(obj)``'s rich renderables."""
-    from ._cli_render import emit_json
+    from ._display import emit_json
 
     if as_json:
         emit_json(obj)
@@ -89,7 +89,7 @@ def register(cli: Any) -> None:
     _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
     _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
     _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
-    from ._cli_security import register_security
+    from ._security_commands import register_security
 
     register_security(cli)
 
@@ -165,8 +165,8 @@ def _controller_commands(grp: typer.Typer) -> None:
         from edgefleet.sdk import load_public_key
         from edgefleet.sdk._cli import set_log_level
 
-        from ._server import serve
-        from ._settings import ControllerSettings
+        from .._server import serve
+        from .._settings import ControllerSettings
 
         set_log_level(log_level)
         if mqtt is None and (mqtt_ca_file or mqtt_cert_file or mqtt_key_file):
@@ -178,7 +178,7 @@ def _controller_commands(grp: typer.Typer) -> None:
                 keys[key_id_of(key)] = key
             if not keys and not allow_unsigned:
                 raise _fail("give at least one --trusted-key (publisher public key), or --allow-unsigned")
-            from ._cli_security import controller_security
+            from ._security_commands import controller_security
 
             security = controller_security(
                 tls_cert, tls_key, client_ca, crl, insecure, admin_token_file, revoked_key or []
@@ -248,7 +248,7 @@ def _model_commands(grp: typer.Typer) -> None:
         with _user_errors(), _client(controller) as fleet:
             res = fleet.push(package, key=key)
         if as_json:
-            from ._cli_render import emit_json
+            from ._display import emit_json
 
             emit_json(res)
             return
@@ -263,7 +263,7 @@ def _model_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List the model versions in the controller's registry."""
-        from ._cli_render import models_table
+        from ._display import models_table
 
         with _user_errors(), _client(controller) as fleet:
             models = fleet.list_models(name)
@@ -278,7 +278,7 @@ def _device_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List devices (optionally those matching every key=value)."""
-        from ._cli_render import devices_table
+        from ._display import devices_table
 
         sel = _pairs(selector or [], "--selector")
         with _user_errors(), _client(controller) as fleet:
@@ -288,7 +288,7 @@ def _device_commands(grp: typer.Typer) -> None:
     @grp.command("show", no_args_is_help=True)
     def show(device_id: str, controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:
         """One device: capabilities, pipelines, health and desired state."""
-        from ._cli_render import device_detail
+        from ._display import device_detail
 
         with _user_errors(), _client(controller) as fleet:
             d = fleet.get_device(device_id)
@@ -302,7 +302,7 @@ def _device_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Set or remove labels on a device (they override what the agent reports)."""
-        from ._cli_render import emit_json
+        from ._display import emit_json
 
         remove = [x[:-1] for x in labels if x.endswith("-") and "=" not in x]
         if "" in remove:
@@ -338,7 +338,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Roll a model version out to the devices matching --to, wave by wave."""
-        from ._cli_render import rollout_tables
+        from ._display import rollout_tables
 
         sel = _pairs(to, "--to")
         wave_list = [w.strip() for w in waves.split(",") if w.strip()]
@@ -363,7 +363,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Show a rollout's waves and every device's state."""
-        from ._cli_render import rollout_tables
+        from ._display import rollout_tables
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
@@ -374,7 +374,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         """The most recent rollouts."""
         from rich.table import Table
 
-        from ._cli_render import ago, emit_json
+        from ._display import ago, emit_json
 
         with _user_errors(), _client(controller) as fleet:
             rollouts = fleet.list_rollouts()
@@ -411,7 +411,7 @@ def _control_command(grp: typer.Typer, action: str, doc: str) -> None:
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        from ._cli_render import emit_json
+        from ._display import emit_json
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.control(rollout_id, action)

@@ -48,9 +48,9 @@ def register(cli: Any) -> None:
         key_file: Annotated[Path | None, typer.Option(help="client key (mqtts)")] = None,
     ) -> None:
         """Stream a device's status, telemetry and events live."""
-        from ._telemetry._broker import parse_broker_url
-        from ._telemetry._errors import TelemetryIngestError
-        from ._telemetry._render import print_live
+        from .._telemetry._errors import TelemetryIngestError
+        from .._telemetry._mqtt_connection import parse_broker_url
+        from .._telemetry._render import print_live
 
         if kind not in ("+", "status", "telemetry", "events"):
             raise _fail("--kind must be status, telemetry, events or +")
@@ -70,8 +70,8 @@ def register(cli: Any) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
         """Summarise a device's telemetry over a window: health, models, latest figures."""
-        from ._telemetry._errors import TelemetryIngestError
-        from ._telemetry._render import print_summary
+        from .._telemetry._errors import TelemetryIngestError
+        from .._telemetry._render import print_summary
 
         window = parse_duration(since)
         try:

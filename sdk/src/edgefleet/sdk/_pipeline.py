@@ -150,7 +150,7 @@ class Pipeline:
             if v is not None
         }
 
-        self._flow = Flow()
+        self._flow = Flow(name)
         self._cond = threading.Condition()
         self._q_infer: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._q_post: queue.Queue[Any] = queue.Queue(maxsize=2)
@@ -328,6 +328,7 @@ class Pipeline:
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
                 max_frames=self.config.max_frames,
+                pipeline=self._flow.name,
             )
             self._runners.append(runner)
 

@@ -145,6 +145,9 @@ def _controller_commands(grp: typer.Typer) -> None:
             ),
         ] = 10.0,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        log_format: Annotated[
+            str, typer.Option(help="text (UTC timestamps), or json: one JSON object per line; credentials redacted")
+        ] = "text",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
         client_ca: Annotated[Path | None, typer.Option(help="Fleet CA that client certificates need")] = None,
@@ -163,11 +166,12 @@ def _controller_commands(grp: typer.Typer) -> None:
 
         from edgefleet.sdk import key_id as key_id_of
         from edgefleet.sdk import load_public_key
-        from edgefleet.sdk._cli import set_log_level
+        from edgefleet.sdk._cli import configure_logs, set_log_level
 
         from .._server import serve
         from .._settings import ControllerSettings
 
+        configure_logs(log_format, service="edgefleet-controller")
         set_log_level(log_level)
         if mqtt is None and (mqtt_ca_file or mqtt_cert_file or mqtt_key_file):
             raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")

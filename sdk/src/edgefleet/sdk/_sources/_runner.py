@@ -13,6 +13,7 @@ import numpy as np
 from .._errors import SourceError
 from .._frames import Allocator, Frame, FramePool, FrameQueue, FrameSlot, host_allocator
 from .._health import CameraState, HealthReason, reason_of
+from .._log_context import bind
 from .._metrics import CopyCounter, StreamMetrics
 from .._redact import redact, redact_uri
 from ._base import Source, SourceDisconnected, SourceUnavailable
@@ -60,8 +61,10 @@ class SourceRunner:
         allocator: Allocator = host_allocator,
         backoff: Backoff | None = None,
         max_frames: int | None = None,
+        pipeline: str = "",
     ) -> None:
         self.source = source
+        self.pipeline = pipeline  # the pipeline's name, on this thread's log lines
         self.queue = queue
         self.metrics = metrics
         self.copies = copies
@@ -134,6 +137,7 @@ class SourceRunner:
 
     # --- the loop ----------------------------------------------------------------------------------
     def _run(self) -> None:
+        bind(pipeline=self.pipeline, stream=self.source.stream_id)
         try:
             if not self._open():
                 return

@@ -278,6 +278,8 @@ def _device_commands(grp: typer.Typer) -> None:
     @grp.command("ls")
     def ls(
         selector: Annotated[list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")] = None,
+        watch: Annotated[bool, typer.Option(help="A live table, refreshed until Ctrl-C")] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 2.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -285,7 +287,14 @@ def _device_commands(grp: typer.Typer) -> None:
         from ._display import devices_table
 
         sel = _pairs(selector or [], "--selector")
+        if watch and as_json:
+            raise _fail("--watch draws a live table; --json prints once: give one of them")
         with _user_errors(), _client(controller) as fleet:
+            if watch:
+                from ._watch import watch_devices
+
+                watch_devices(lambda: fleet.list_devices(sel), interval_s=interval)
+                return
             devices = fleet.list_devices(sel)
         _show(devices, as_json, devices_table)
 
@@ -338,6 +347,15 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         camera_grace: Annotated[
             float, typer.Option(help="Camera gate: seconds a camera may be down (0: the controller's --camera-grace)")
         ] = 0.0,
+        wait: Annotated[
+            bool,
+            typer.Option(
+                help="Follow the rollout live until it ends; exit 0 completed, 3 aborted, 4 rolled back, 5 timed out"
+            ),
+        ] = False,
+        timeout: Annotated[
+            float, typer.Option(min=0, help="With --wait: give up after this many seconds (0: never)")
+        ] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -358,11 +376,21 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 cameras_may_be_down=cameras_may_be_down,
                 camera_grace_s=camera_grace,
             )
+            if wait:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=1.0, timeout_s=timeout, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("status")
     def status(
         rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        watch: Annotated[
+            bool, typer.Option(help="A live table until the rollout ends (exit codes as deploy --wait)")
+        ] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 1.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -371,6 +399,12 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
+            if watch:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=interval, timeout_s=0.0, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("ls")

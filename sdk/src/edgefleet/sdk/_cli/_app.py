@@ -33,6 +33,14 @@ class Cli:
         )
         self._groups: dict[str, typer.Typer] = {}
 
+        @self.app.callback()
+        def root(
+            version: bool = typer.Option(
+                False, "--version", is_eager=True, callback=_print_version, help="The installed edgefleet versions"
+            ),
+        ) -> None:
+            """edgefleet: video analytics from the edge to the cloud."""
+
     def group(self, name: str, help: str) -> typer.Typer:
         """The sub-command group ``name``, created on first use (``models`` is shared by sdk and cloud)."""
         grp = self._groups.get(name)
@@ -41,6 +49,29 @@ class Cli:
             self._groups[name] = grp
             self.app.add_typer(grp, name=name)
         return grp
+
+
+def versions() -> dict[str, str]:
+    """The installed edgefleet distributions and their versions (what the CLI offers depends on them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    found = versions()
+    head = found.get("edgefleet-sdk", "?")
+    rest = ", ".join(f"{k.removeprefix('edgefleet-')} {v}" for k, v in found.items())
+    print(f"edgefleet {head} ({rest}; Python {sys.version.split()[0]})")
+    raise typer.Exit(0)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -65,7 +65,7 @@ def test_wrong_password_reads_unauthorized_not_a_wrong_path(toy_models: dict[str
         good = _health_of(toy_models["yolo"], server.url, CameraState.STREAMING)
     assert st.reason is HealthReason.UNAUTHORIZED, st
     assert "credentials" in (st.last_error or "") and "nope" not in (st.last_error or "")
-    assert missing.reason is HealthReason.UNAUTHORIZED, missing
+    assert missing.reason is HealthReason.UNAUTHORIZED and "needs credentials" in (missing.last_error or ""), missing
     assert good.reason is None
 
 

@@ -42,3 +42,22 @@ def test_a_finite_source_never_stalls() -> None:
     h = SourceHealth(stall_s=float("inf"))
     h.frame(time.monotonic() - 3600)
     assert h.snapshot().state is CameraState.STREAMING
+
+
+def test_the_live_table_shows_each_cameras_state_reason_and_time() -> None:
+    import dataclasses
+
+    from rich.console import Console
+
+    from edgefleet.sdk._cli._display import live_table
+    from tests.support.telemetry_stats import pipeline_stats
+
+    stats = pipeline_stats()
+    down = dataclasses.replace(
+        stats.streams["cam"], state=CameraState.RECONNECTING, reason=HealthReason.UNAUTHORIZED, state_seconds=42.0
+    )
+    up = dataclasses.replace(stats.streams["cam"], stream_id="yard", state=CameraState.STREAMING, reason=None)
+    console = Console(width=200, record=True)
+    console.print(live_table(dataclasses.replace(stats, streams={"cam": down, "yard": up})))
+    text = console.export_text()
+    assert "reconnecting: unauthorized 42s" in text and "streaming" in text

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ._camera_health import HEALTH_STATES, device_health
+from ._camera_health import HEALTH_STATES, device_health, not_streaming
 
 __all__ = ["ControllerCollector", "ControllerMetrics", "RpcMetricsInterceptor", "controller_version"]
 
@@ -262,10 +262,10 @@ class ControllerCollector(Collector):
             pipes = pipelines if isinstance(pipelines, list) else []
             connected = bool(online) and now - float(last_seen or 0.0) < self._stale
             reported = float(health_at or 0.0) > 0
-            state, detail = device_health(pipes, online=connected, reported=reported, grace_s=self._grace)
+            state, _ = device_health(pipes, online=connected, reported=reported, grace_s=self._grace)
             counts[state] = counts.get(state, 0) + 1
             up.add_metric([device_id], float(state in ("ok", "degraded")))
-            cameras.add_metric([device_id], float(len([p for p in detail.split("; ") if p]) if detail else 0))
+            cameras.add_metric([device_id], float(len(not_streaming(pipes, self._grace)) if connected else 0))
         by_health = GaugeMetricFamily("edgefleet_controller_devices", "devices by derived health", labels=["health"])
         for state, n in counts.items():
             by_health.add_metric([state], float(n))

@@ -60,7 +60,7 @@ def _why_unavailable(uri: str, timeout_s: float) -> tuple[HealthReason | None, s
     problem = tcp_failure(host, port, timeout_s)
     if problem is not None:
         return _TCP_KINDS.get(problem[0], HealthReason.UNREACHABLE), f": {problem[1]}"
-    answer = rtsp_reason(describe_status(uri, timeout_s))
+    answer = rtsp_reason(describe_status(uri, timeout_s), credentials=parts.username is not None)
     if answer is not None:
         return answer[0], f": {answer[1]}"
     return None, f" ({host}:{port} answers: wrong path or credentials, or no video)"

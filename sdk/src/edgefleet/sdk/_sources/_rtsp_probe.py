@@ -76,11 +76,14 @@ def describe_status(url: str, timeout_s: float = 2.0) -> int | None:
         return None
 
 
-def rtsp_reason(status: int | None) -> tuple[HealthReason, str] | None:
-    """The reason and the words for a ``DESCRIBE`` status; None when it says nothing (no answer)."""
+def rtsp_reason(status: int | None, *, credentials: bool = True) -> tuple[HealthReason, str] | None:
+    """The reason and the words for a ``DESCRIBE`` status; None when it says nothing (no answer).
+    ``credentials``: whether the URL carried any."""
     if status is None:
         return None
     if status in (401, 403):
+        if not credentials:
+            return HealthReason.UNAUTHORIZED, f"the camera needs credentials: rtsp://user:password@... (RTSP {status})"
         return HealthReason.UNAUTHORIZED, f"the camera refuses the credentials (RTSP {status})"
     if status == 404:
         return HealthReason.NOT_FOUND, "the camera has no stream at this path (RTSP 404)"

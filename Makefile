@@ -40,8 +40,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Both Pythons the project runs on: 3.10 (JetPack 6 on Jetson) and 3.11.
+TYPED := sdk/src edge/src cloud/src $(DEVBROKER)/edgefleet_devbroker.py
 typecheck: $(STAMP)
-	$(BIN)/mypy sdk/src edge/src cloud/src $(DEVBROKER)/edgefleet_devbroker.py
+	$(BIN)/mypy --python-version 3.10 $(TYPED)
+	$(BIN)/mypy --python-version 3.11 $(TYPED)
 
 bench: $(STAMP)
 	$(BIN)/edgefleet bench --json

@@ -193,3 +193,14 @@ def test_error_text_is_printed_as_is(tmp_path: Path) -> None:
     )  # fmt: skip
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "not a publisher key id (16 hex digits, `edgefleet keys`): a:fire:b[bold]" in res.stderr
+
+
+def test_version_prints_each_installed_distribution_once_from_its_metadata() -> None:
+    from importlib.metadata import version
+
+    res = _run("--version")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines == [
+        f"{d} {version(d)}" for d in ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud")
+    ]

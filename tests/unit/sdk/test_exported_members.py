@@ -3,6 +3,7 @@
 import edgefleet.sdk as sdk
 
 EXPECTED = {
+    "Agreement",
     "AnalyticsEvent",
     "EndedTrack",
     "Line",
@@ -52,6 +53,9 @@ EXPECTED = {
     "PipelineStats",
     "QuantizationError",
     "Result",
+    "ShadowConfig",
+    "ShadowGate",
+    "ShadowRun",
     "SignatureError",
     "Sink",
     "SinkConfig",
@@ -72,6 +76,7 @@ EXPECTED = {
     "TensorSpec",
     "TopK",
     "Transform",
+    "VersionQuality",
     "VideoSink",
     "__version__",
     "bump_package",

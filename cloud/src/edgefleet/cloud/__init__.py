@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgefleet.sdk._lazy import lazy_getattr
+from edgefleet.sdk.kit import distribution_version, lazy_getattr
 
 from ._errors import (
     CloudError,
@@ -50,6 +50,8 @@ _LAZY = {
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
+__version__ = distribution_version("edgefleet-cloud")
+
 
 __all__ = [
     "DEFAULT_CONTROLLER",
@@ -64,5 +66,6 @@ __all__ = [
     "NotFoundError",
     "RegistryError",
     "pack_package",
+    "__version__",
     "serve",
 ]

@@ -9,6 +9,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from edgefleet.proto.v1 import common_pb2, fleet_pb2
 
 from ._fleet_store import Row
+from ._shadow_gates import SHADOW_FIELDS
 
 __all__ = ["device_pb", "model_pb", "msg_dict", "pipelines_pb", "rollout_pb"]
 
@@ -93,7 +94,7 @@ def device_pb(
 
 def rollout_pb(r: Row) -> fleet_pb2.Rollout:
     p = r["params"]
-    return fleet_pb2.Rollout(
+    out = fleet_pb2.Rollout(
         rollout_id=r["rollout_id"],
         model_ref=r["model_ref"],
         sha256=r["sha256"],
@@ -122,3 +123,6 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
             for m in r["devices"]
         ],
     )
+    for key in SHADOW_FIELDS:  # the shadow gates (0: not set)
+        setattr(out, key, int(p.get(key, 0)) if key == "shadow_min_frames" else float(p.get(key, 0.0)))
+    return out

@@ -31,6 +31,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
+from ._shadow_gates import shadow_params
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
@@ -219,6 +220,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         for what, value in (*gates, ("camera grace", request.camera_grace_s)):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
+        shadow = shadow_params(request)
         model = await self.store.call(self.store.model_by_ref, request.model_ref)
         devs = await self.store.call(self.store.list_devices, selector)
         if not devs:
@@ -252,6 +254,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "max_failure_ratio": request.max_failure_ratio,
             "min_fps": request.min_fps,
             "max_latency_ms": request.max_latency_ms,
+            **shadow,
             **camera_params(request.cameras_may_be_down, request.camera_grace_s),
         }
         row = {

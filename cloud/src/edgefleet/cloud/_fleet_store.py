@@ -408,6 +408,12 @@ class Store:
         ]
         return out
 
+    def rollout_params(self, rollout_id: str) -> dict[str, Any]:
+        """A rollout's params (gates, windows); {} for an unknown id."""
+        with self.engine.connect() as c:
+            value = c.execute(sa.select(rollouts.c.params).where(rollouts.c.rollout_id == rollout_id)).scalar()
+        return dict(value) if isinstance(value, dict) else {}
+
     def get_rollout(self, rollout_id: str = "") -> Row:
         with self.engine.connect() as c:
             if not rollout_id:

@@ -33,6 +33,7 @@ from typing import Any
 from ._camera_health import DEFAULT_CAMERA_GRACE_S, camera_gate
 from ._errors import InvalidArgumentError
 from ._fleet_store import Row, Store, apply_command
+from ._shadow_gates import quality_verdict
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 
@@ -132,6 +133,9 @@ def health_verdict(  # noqa: PLR0911
             return False, (
                 f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms > {params['max_latency_ms']}"
             )
+        worse = quality_verdict(params, p, ro["model_ref"])  # what it sees vs its own baseline (issue 22)
+        if worse:
+            return False, worse
     cameras = camera_gate(pipes, params, camera_grace_s)
     if cameras:
         return False, cameras

@@ -77,7 +77,7 @@ def _own_names(s: ControllerSettings) -> frozenset[str]:
     """The names of this controller's own certificates (MQTT and gRPC): no device has them, so telemetry
     under them did not come from a device. Refuses an MQTT certificate of another role, or one issued
     before roles were written into the common name (the broker's ACL would treat it as a device)."""
-    from edgefleet.sdk._tls import ROLES, certificate_role
+    from edgefleet.sdk.kit import ROLES, certificate_role
 
     names: set[str] = set()
     for flag, path in (("--mqtt-cert-file", s.mqtt_cert_file), ("--tls-cert", s.tls.cert if s.tls else None)):

@@ -24,14 +24,13 @@ def register(cli: Any) -> None:
     ) -> None:
         """Run the edge agent: the configured pipelines, following the controller."""
         from edgefleet.sdk import EdgefleetError
-        from edgefleet.sdk._cli import configure_logs, fail, set_log_level
+        from edgefleet.sdk.kit import configure_logs, fail, set_log_level
 
-        from ._errors import AgentError
         from ._main import run_agent
 
         configure_logs(log_format, service="edgefleet-agent")  # the device id joins once the config is read
         set_log_level(log_level)
         try:
             run_agent(config)
-        except (AgentError, EdgefleetError) as exc:
+        except EdgefleetError as exc:  # AgentError and the SDK's errors alike
             raise fail(str(exc), 1) from None

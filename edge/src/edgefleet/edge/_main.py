@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-from edgefleet.sdk._cli import set_fields
+from edgefleet.sdk.kit import set_log_fields
 
 from ._agent import Agent
 from ._config import AgentConfig, load_agent_config
@@ -25,7 +25,7 @@ _log = logging.getLogger(__name__)
 def run_agent(config_path: Path) -> None:
     """Run until SIGINT/SIGTERM (blocking)."""
     config = load_agent_config(config_path)
-    set_fields(device=config.device_id)  # on every log line (when the command line installed the filter)
+    set_log_fields(device=config.device_id)  # on every log line (when the command line installed the filter)
     with _state_dir_lock(config.state_dir):
         _run(config)
 

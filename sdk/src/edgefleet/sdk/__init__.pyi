@@ -56,6 +56,7 @@ from ._packaging import pack_package as pack_package
 from ._packaging import quantize_package as quantize_package
 from ._packaging import verify_package as verify_package
 from ._pipeline import Pipeline as Pipeline
+from ._quality import VersionQuality as VersionQuality
 from ._redact import redact_uri as redact_uri
 from ._results import AnalyticsEvent as AnalyticsEvent
 from ._results import Classification as Classification
@@ -65,6 +66,10 @@ from ._results import Keypoint as Keypoint
 from ._results import Mask as Mask
 from ._results import RegionCounts as RegionCounts
 from ._results import Result as Result
+from ._shadow import ShadowConfig as ShadowConfig
+from ._shadow import ShadowGate as ShadowGate
+from ._shadow import ShadowRun as ShadowRun
+from ._shadow_kpis import Agreement as Agreement
 from ._signing import generate_signing_key as generate_signing_key
 from ._signing import key_id as key_id
 from ._signing import load_private_key as load_private_key

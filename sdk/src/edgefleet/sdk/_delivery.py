@@ -23,6 +23,7 @@ from ._decoders import Decoded
 from ._flow import END, Batch, Flow
 from ._metrics import CopyCounter, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot
+from ._quality import QualityMeter
 from ._results import Result
 from ._sinks import Sink
 from ._stages import rerun
@@ -64,6 +65,7 @@ class ResultStage:
         self.results = results  # None: results go to the sinks only (a callback pipeline)
         self.keep_raw = keep_raw
         self.labels: Counter[str] = Counter()
+        self.quality = QualityMeter()  # per-version KPIs of what was delivered
         self.finished_at: float | None = None
         self._serving = serving  # the version of the last batch delivered (the analytics opened on it)
 
@@ -152,11 +154,15 @@ class ResultStage:
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
+        shadow = self.swapper.shadow
+        if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
+            shadow.observe(results)
         if self.analytics:
             t0 = time.perf_counter()
             self._announce(model)
             results = self.analytics.process(results)
             self.stages["analytics"].record(time.perf_counter() - t0, len(batch.frames))
+        self.quality.add(model.ref, results)
         t1 = time.perf_counter()
         for frame, result in zip(batch.frames, results, strict=True):
             for det in result.detections:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._health import CameraState, HealthReason, SourceHealth
 from ._histogram import HistogramSnapshot, LatencyHistogram
+from ._quality import VersionQuality
 
 #: Record per-camera health and latency histograms per frame (the default). False: the code path before
 #: them, kept as a switch for ``tools/bench/health_overhead.py``, which measures both in one run.
@@ -285,6 +286,8 @@ class PipelineStats:
     detections_by_label: dict[str, int] = field(default_factory=dict)
     #: each analytics stage's counters (``AnalyticsStage.stats``), by stage name
     analytics: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    #: what the serving version and the one before it saw (``_quality``), by model ref, oldest first
+    quality: dict[str, VersionQuality] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -37,6 +37,7 @@ from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
+from ._shadow import ShadowConfig, ShadowGate, ShadowRun, model_labels, shadow_config
 from ._signing import PublicKey
 from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
@@ -451,6 +452,7 @@ class Pipeline:
         progress: Callable[[SwapEvent], None] | None = None,
         trusted_keys: Mapping[str, PublicKey] | None = None,
         require_signature: bool = False,
+        shadow: ShadowGate | Mapping[str, Any] | None = None,
     ) -> SwapReport:
         """Hot-swap the serving model without dropping a frame (see ``edgefleet.sdk._swap``).
 
@@ -462,6 +464,11 @@ class Pipeline:
         (:class:`PipelineError`), an argument of the wrong type (``TypeError``) or out of range
         (:class:`ConfigError`). During ``health_window_s`` the previous version stays loaded and a failing
         batch rolls back automatically; :meth:`rollback` does it on demand.
+
+        ``shadow`` (a :class:`ShadowGate` or its mapping) adds a shadow phase after the gate and before the
+        cut-over: the new version runs beside the serving one on sampled live frames until enough were
+        compared, and agreement below the gate's limits refuses it (stage ``shadow``, the failing KPI in
+        ``report.error``, every KPI in ``report.shadow``).
 
         Example::
 
@@ -479,7 +486,41 @@ class Pipeline:
             progress=progress,
             trusted_keys=trusted_keys,
             require_signature=require_signature,
+            shadow=shadow,
         )
+
+    def shadow(
+        self, package: str | os.PathLike[str] | ModelPackage, config: ShadowConfig | Mapping[str, Any] | None = None
+    ) -> ShadowRun:
+        """Run ``package`` in shadow beside the serving model on sampled live frames (see
+        ``edgefleet.sdk._shadow``); its results reach no sink. Read ``run.agreement()`` any time and end it
+        with ``run.stop()`` (which returns the final agreement); closing the pipeline ends it too.
+
+        Example::
+
+            run = pipeline.shadow("models/nanodet-m-v2", {"sample_rate": 0.1})
+            time.sleep(30)
+            print(run.stop().f1)
+        """
+        if self._state != "running":
+            raise PipelineError(f"cannot run a shadow beside a pipeline that is {self._state}")
+        if self._swapper.shadow is not None and self._swapper.shadow.running:
+            raise PipelineError(f"{self._swapper.shadow.ref} is in shadow already; stop it first")
+        cfg = shadow_config(config)
+        package = package if isinstance(package, ModelPackage) else load_package(package)
+        model = load_model(
+            package,
+            self._backend_cfg,
+            device=self._device,
+            max_batch=1,
+            overrides=self.overrides,
+            copies=self.copies,
+            buffers=2,
+            gpu_filters=not self.config.keep_raw,
+        )
+        run = ShadowRun(model, model_labels(self.slot.current), cfg, self.copies, close_model=True)
+        self._swapper.shadow = run.start()
+        return run
 
     def rollback(self, reason: str = "requested") -> SwapReport:
         """Return to the previous version while it is still kept (during the health window)."""
@@ -526,6 +567,7 @@ class Pipeline:
             model=model,
             detections_by_label=dict(post.labels.most_common()) if post is not None else {},
             analytics=post.analytics.stats() if post is not None else {},
+            quality=post.quality.snapshot() if post is not None else {},
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:

@@ -188,6 +188,18 @@ def rollout_tables(r: Any) -> list[Any]:
     head.add_row("state", _styled(r.state))
     head.add_row("wave", f"{r.current_wave + 1} of {len(r.waves)} ({','.join(r.waves)})")
     head.add_row("health window", f"{r.health_window_s:.0f} s")
+    gates = [
+        f"{name} {value:g}"
+        for name, value in (
+            ("min_shadow_f1", r.min_shadow_f1),
+            ("max_class_mix_shift", r.max_class_mix_shift),
+            ("max_detection_rate_change", r.max_detection_rate_change),
+        )
+        if value
+    ]
+    if gates:
+        sampling = f"sample rate {r.shadow_sample_rate or 0.1:g}, {r.shadow_min_frames or 30} frames"
+        head.add_row("shadow gates", ", ".join(gates) + f" ({sampling})")
     grace = f"{r.camera_grace_s:g} s" if r.camera_grace_s else "the controller's"
     head.add_row("camera gate", "off" if r.cameras_may_be_down else f"every camera streaming (grace {grace})")
     head.add_row("message", r.message)

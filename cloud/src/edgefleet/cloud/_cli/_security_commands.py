@@ -36,7 +36,7 @@ def register_security(cli: Any) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, 1)
 

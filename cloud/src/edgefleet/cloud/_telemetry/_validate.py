@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
 
 from ._protojson import FieldReader, Invalid, Unsupported, compile_message
 

@@ -97,7 +97,7 @@ class TelemetryConfig(BaseModel):
             password=self.password.get_secret_value() if self.password else None,
         )
         if address.cert_file is not None:
-            from edgefleet.sdk._tls import ROLES, certificate_role
+            from edgefleet.sdk.kit import ROLES, certificate_role
 
             from ._errors import BrokerUrlError
 

@@ -1,5 +1,5 @@
 """A JSON-lines log formatter for ELK/Loki: one object per record, credentials redacted. The SDK's, shared
-with the controller (``edgefleet.sdk._cli._logs``); kept here under its old name.
+with the controller (``edgefleet.sdk.kit.JsonLinesFormatter``); kept here under its old name.
 
 Library code never installs handlers; the agent's CLI does, when asked for ``--log-format json``::
 
@@ -10,6 +10,6 @@ Library code never installs handlers; the agent's CLI does, when asked for ``--l
 
 from __future__ import annotations
 
-from edgefleet.sdk._cli._logs import JsonLinesFormatter
+from edgefleet.sdk.kit import JsonLinesFormatter
 
 __all__ = ["JsonLinesFormatter"]

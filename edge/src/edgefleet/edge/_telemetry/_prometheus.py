@@ -61,6 +61,7 @@ class TelemetryCollector(Collector):
             return
         yield from _pipeline_metrics(msg)
         yield from _analytics_metrics(msg)
+        yield from _quality_metrics(msg)
         yield from _system_metrics(msg.system)
 
     def _info_metrics(self) -> Iterator[Any]:
@@ -195,6 +196,32 @@ def _analytics_metrics(msg: pb.Telemetry) -> Iterator[Any]:
             for name, value in sorted(st.values.items()):
                 stages.add_metric([p.name, st.stage, name], value)
     yield from (inside, moves, lines, stages)
+
+
+def _quality_metrics(msg: pb.Telemetry) -> Iterator[Any]:
+    """Per-version quality KPIs (the serving version and the one before it), labelled by ``model``."""
+    where = ["pipeline", "model"]
+    frames = CounterMetricFamily("edgefleet_model_frames", "frames a model version served", labels=where)
+    dpf = GaugeMetricFamily("edgefleet_model_detections_per_frame", "mean detections per frame", labels=where)
+    empty = GaugeMetricFamily("edgefleet_model_empty_frame_ratio", "share of frames without detections", labels=where)
+    conf = GaugeMetricFamily("edgefleet_model_confidence", "detection score quantiles", labels=[*where, "quantile"])
+    mix = GaugeMetricFamily("edgefleet_model_class_share", "share of detections per class", labels=[*where, "class"])
+    churn = GaugeMetricFamily(
+        "edgefleet_model_track_churn_per_frame", "tracks started (new) and ended per frame", labels=[*where, "kind"]
+    )
+    for p in msg.pipelines:
+        for q in p.quality:
+            key = [p.name, q.model_ref]
+            frames.add_metric(key, q.frames)
+            dpf.add_metric(key, q.detections_per_frame)
+            empty.add_metric(key, q.empty_frame_ratio)
+            for quantile, value in (("0.1", q.confidence_p10), ("0.5", q.confidence_p50), ("0.9", q.confidence_p90)):
+                conf.add_metric([*key, quantile], value)
+            for label, share in sorted(q.class_mix.items()):
+                mix.add_metric([*key, label], share)
+            churn.add_metric([*key, "new"], q.new_tracks_per_frame)
+            churn.add_metric([*key, "ended"], q.ended_tracks_per_frame)
+    yield from (frames, dpf, empty, conf, mix, churn)
 
 
 def _system_metrics(sys_msg: pb.Telemetry.System) -> Iterator[Any]:

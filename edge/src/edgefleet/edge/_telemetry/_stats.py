@@ -72,4 +72,6 @@ def pipeline_message(name: str, stats: PipelineStats) -> pb.Telemetry.Pipeline:
     _latency(msg.latency, *worst)
     for stage_name, values in stats.analytics.items():
         msg.analytics.add(stage=stage_name, values={k: float(v) for k, v in values.items()})
+    for q in stats.quality.values():  # the serving version and the one before it
+        msg.quality.add(**q.to_dict())
     return msg

@@ -1,5 +1,6 @@
 import datetime
 
+from edgefleet.proto.v1 import common_pb2 as _common_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -192,7 +193,7 @@ class Telemetry(_message.Message):
         values: _containers.ScalarMap[str, float]
         def __init__(self, stage: _Optional[str] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
     class Pipeline(_message.Message):
-        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency", "regions", "analytics")
+        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency", "regions", "analytics", "quality")
         class QueueDepthsEntry(_message.Message):
             __slots__ = ("key", "value")
             KEY_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +226,7 @@ class Telemetry(_message.Message):
         LATENCY_FIELD_NUMBER: _ClassVar[int]
         REGIONS_FIELD_NUMBER: _ClassVar[int]
         ANALYTICS_FIELD_NUMBER: _ClassVar[int]
+        QUALITY_FIELD_NUMBER: _ClassVar[int]
         name: str
         fps: float
         frames_in: int
@@ -243,7 +245,8 @@ class Telemetry(_message.Message):
         latency: Telemetry.Latency
         regions: _containers.RepeatedCompositeFieldContainer[Telemetry.Region]
         analytics: _containers.RepeatedCompositeFieldContainer[Telemetry.AnalyticsStage]
-        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[Telemetry.Region, _Mapping]]] = ..., analytics: _Optional[_Iterable[_Union[Telemetry.AnalyticsStage, _Mapping]]] = ...) -> None: ...
+        quality: _containers.RepeatedCompositeFieldContainer[_common_pb2.ModelQuality]
+        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[Telemetry.Region, _Mapping]]] = ..., analytics: _Optional[_Iterable[_Union[Telemetry.AnalyticsStage, _Mapping]]] = ..., quality: _Optional[_Iterable[_Union[_common_pb2.ModelQuality, _Mapping]]] = ...) -> None: ...
     class Gpu(_message.Message):
         __slots__ = ("index", "name", "utilization_pct", "memory_used_bytes", "memory_total_bytes", "temperature_c", "power_w", "emc_utilization_pct")
         INDEX_FIELD_NUMBER: _ClassVar[int]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -32,14 +32,7 @@ class Cli:
             rich_markup_mode="rich",
         )
         self._groups: dict[str, typer.Typer] = {}
-
-        @self.app.callback()
-        def root(
-            version: bool = typer.Option(
-                False, "--version", is_eager=True, callback=_print_version, help="The installed edgefleet versions"
-            ),
-        ) -> None:
-            """edgefleet: video analytics from the edge to the cloud."""
+        self.app.callback()(_root)
 
     def group(self, name: str, help: str) -> typer.Typer:
         """The sub-command group ``name``, created on first use (``models`` is shared by sdk and cloud)."""
@@ -51,27 +44,33 @@ class Cli:
         return grp
 
 
-def versions() -> dict[str, str]:
-    """The installed edgefleet distributions and their versions (what the CLI offers depends on them)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for dist in ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            continue
-    return out
+MEMBERS = ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud")
 
 
-def _print_version(value: bool) -> None:
+def _print_versions(value: bool) -> None:
     if not value:
         return
-    found = versions()
-    head = found.get("edgefleet-sdk", "?")
-    rest = ", ".join(f"{k.removeprefix('edgefleet-')} {v}" for k, v in found.items())
-    print(f"edgefleet {head} ({rest}; Python {sys.version.split()[0]})")
+    from .._version import distribution_version
+
+    for dist in MEMBERS:
+        found = distribution_version(dist)
+        if found != "0+unknown":
+            print(f"{dist} {found}")
     raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed edgefleet distributions and exit.",
+            is_eager=True,
+            callback=_print_versions,
+        ),
+    ] = False,
+) -> None:
+    """edgefleet: video analytics from the edge to the cloud."""
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

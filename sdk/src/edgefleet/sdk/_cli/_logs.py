@@ -1,5 +1,5 @@
 """Log output of the long-running commands (``edgefleet agent``, ``edgefleet controller serve``): text with
-UTC timestamps, or JSON lines (ELK, Loki); every line carries the fields of :func:`set_fields` (the device id)
+UTC timestamps, or JSON lines (ELK, Loki); every line carries the fields of :func:`set_log_fields` (the device id)
 and of its thread (pipeline, stream: :func:`edgefleet.sdk._log_context.bind`); credentials are redacted in
 the message and the traceback.
 
@@ -16,7 +16,7 @@ from typing import Any
 from .._log_context import current
 from .._redact import redact_uri
 
-__all__ = ["LOG_FORMATS", "ContextFilter", "JsonLinesFormatter", "TextFormatter", "configure_logs", "set_fields"]
+__all__ = ["LOG_FORMATS", "ContextFilter", "JsonLinesFormatter", "TextFormatter", "configure_logs", "set_log_fields"]
 
 LOG_FORMATS = ("text", "json")
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -24,7 +24,7 @@ _CONTEXT = ("device", "pipeline", "stream")
 _static: dict[str, Any] = {}
 
 
-def set_fields(**fields: Any) -> None:
+def set_log_fields(**fields: Any) -> None:
     """Fields on every line from now on (``device="cam-1"``)."""
     _static.update({k: v for k, v in fields.items() if v not in (None, "")})
 
@@ -87,7 +87,7 @@ def configure_logs(log_format: str, *, service: str, **fields: Any) -> None:
 
     if log_format not in LOG_FORMATS:
         raise fail(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}", 1)
-    set_fields(**fields)
+    set_log_fields(**fields)
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.StreamHandler())

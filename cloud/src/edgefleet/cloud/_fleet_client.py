@@ -178,6 +178,8 @@ class FleetClient:
         max_latency_ms: float = 0.0,
         request_id: str | None = None,
         shadow: Mapping[str, float] | None = None,
+        cameras_may_be_down: bool = False,
+        camera_grace_s: float = 0.0,
     ) -> fleet_pb2.Rollout:
         """``shadow``: shadow gates and sampling by their CreateRolloutRequest names (``min_shadow_f1``,
         ``max_class_mix_shift``, ``max_detection_rate_change``, ``shadow_sample_rate``, ...)."""
@@ -190,6 +192,8 @@ class FleetClient:
             min_fps=min_fps,
             max_latency_ms=max_latency_ms,
             request_id=request_id or uuid.uuid4().hex,
+            cameras_may_be_down=cameras_may_be_down,
+            camera_grace_s=camera_grace_s,
         )
         for key, value in (shadow or {}).items():
             if key not in SHADOW_FIELDS:

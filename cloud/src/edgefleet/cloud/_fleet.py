@@ -30,7 +30,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
-from ._shadow_gates import shadow_params
+from ._shadow_gates import quality_baselines, shadow_params
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
@@ -244,6 +244,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "min_fps": request.min_fps,
             "max_latency_ms": request.max_latency_ms,
             **shadow,
+            **quality_baselines(shadow, devs, model["name"]),
         }
         row = {
             "rollout_id": rid,

@@ -18,6 +18,7 @@ from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
 from ._artifact_store import ArtifactStore
+from ._camera_health import camera_params
 from ._convert import device_pb, model_pb, rollout_pb
 from ._errors import (
     CloudError,
@@ -30,7 +31,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
-from ._shadow_gates import shadow_params
+from ._shadow_gates import quality_baselines, shadow_params
 from ._spec_rpcs import SpecRPCs
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 from ._variants import VariantStore, check_target, describe, pick_variant
@@ -124,6 +125,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         msg = device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
         msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
         return msg
+        grace = self.settings.camera_grace_s
+        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]), camera_grace_s=grace)
 
     async def PushModel(
         self,
@@ -194,7 +197,15 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         rows = await self.store.call(self.store.list_devices, dict(request.selector))
         tel = await self._telemetry_states()
         return fleet_pb2.ListDevicesResponse(
-            devices=[device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"])) for r in rows]
+            devices=[
+                device_pb(
+                    r,
+                    online=self._online(r),
+                    telemetry=tel.get(r["device_id"]),
+                    camera_grace_s=self.settings.camera_grace_s,
+                )
+                for r in rows
+            ]
         )
 
     @_unary
@@ -231,7 +242,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             raise InvalidArgumentError("max failure ratio must be in [0, 1)")
         if not 0.0 <= request.health_window_s <= MAX_WINDOW_S:
             raise InvalidArgumentError(f"health window must be 0..{MAX_WINDOW_S:.0f} seconds")
-        for what, value in (("min fps", request.min_fps), ("max latency", request.max_latency_ms)):
+        gates = (("min fps", request.min_fps), ("max latency", request.max_latency_ms))
+        for what, value in (*gates, ("camera grace", request.camera_grace_s)):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
         shadow = shadow_params(request)
@@ -284,6 +296,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "min_fps": request.min_fps,
             "max_latency_ms": request.max_latency_ms,
             **shadow,
+            **camera_params(request.cameras_may_be_down, request.camera_grace_s),
+            **quality_baselines(shadow, devs, model["name"]),
         }
         row = {
             "rollout_id": rid,

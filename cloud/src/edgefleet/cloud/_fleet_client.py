@@ -187,6 +187,8 @@ class FleetClient:
         request_id: str | None = None,
         shadow: Mapping[str, float] | None = None,
         pipeline_ref: str = "",
+        cameras_may_be_down: bool = False,
+        camera_grace_s: float = 0.0,
     ) -> fleet_pb2.Rollout:
         """Roll out model ``model_ref`` (name:version), or with ``pipeline_ref`` a pipeline spec
         (``model_ref`` then ""). ``shadow``: shadow gates and sampling by their CreateRolloutRequest names
@@ -201,6 +203,8 @@ class FleetClient:
             min_fps=min_fps,
             max_latency_ms=max_latency_ms,
             request_id=request_id or uuid.uuid4().hex,
+            cameras_may_be_down=cameras_may_be_down,
+            camera_grace_s=camera_grace_s,
         )
         for key, value in (shadow or {}).items():
             if key not in SHADOW_FIELDS:

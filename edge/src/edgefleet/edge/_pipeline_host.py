@@ -15,6 +15,8 @@ from typing import Any
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
 from edgefleet.sdk.kit import plan_live_change, redact
 
+from ._camera_status import camera_statuses
+
 __all__ = ["PipelineHost", "SwapOutcome", "shadow_metrics"]
 
 _log = logging.getLogger(__name__)
@@ -236,6 +238,7 @@ class PipelineHost:
             "health": health,
             "previous_ref": self.previous.ref if self.previous else "",
             "quality": [q.to_dict() for q in stats.quality.values()],  # serving version and its baseline
+            "cameras": camera_statuses(streams),
         }
 
     # --- swaps -------------------------------------------------------------------------------------

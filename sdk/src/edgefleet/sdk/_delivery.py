@@ -175,7 +175,7 @@ class ResultStage:
                 sink.write(result, frame)
             stream = self.streams[frame.stream_id]
             stream.results.add()
-            stream.latency.add(result.latency_ms)
+            stream.observe_latency(result.latency_ms)
             stream.model_ref = model.ref
             self.stages["end_to_end"].record(time.monotonic() - frame.captured)
             if self.results is not None and not self.flow.put(self.results, result):

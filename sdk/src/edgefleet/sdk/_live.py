@@ -163,6 +163,7 @@ class LiveChanges:
             allocator=self.allocator,
             max_frames=p.config.max_frames,
             first_sequence=first_sequence,
+            pipeline=p._name,
         )
         p._streams[spec.stream_id] = metrics
         p._specs = [*p._specs, spec]

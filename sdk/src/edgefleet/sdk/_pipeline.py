@@ -42,6 +42,7 @@ from ._shadow import ShadowConfig, ShadowGate, ShadowRun, model_labels, shadow_c
 from ._signing import PublicKey
 from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
+from ._source_watch import watch_first_frames
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
 from ._spec import plan_live_change
@@ -68,6 +69,10 @@ class Pipeline:
 
     or pass ``on_result=`` and call :meth:`run`, which blocks until every finite source has ended (or
     :meth:`stop` is called) and returns the final :class:`PipelineStats`.
+
+    Each stream's health is in ``stats().streams[id].state`` (streaming, reconnecting, ... with a
+    ``reason``); ``source_timeout_s=30`` fails the run (:class:`~edgefleet.sdk.SourceTimeout` as the cause of
+    the :class:`PipelineError`) when no source has delivered a frame 30 s after the start.
     """
 
     def __init__(
@@ -85,6 +90,7 @@ class Pipeline:
         score_threshold: float | None = None,
         iou_threshold: float | None = None,
         max_frames: int | None = None,
+        source_timeout_s: float = 0.0,
         keep_raw: bool = False,
         infer_workers: int | None = None,
         result_queue: int = 256,
@@ -112,6 +118,7 @@ class Pipeline:
             score_threshold=score_threshold,
             iou_threshold=iou_threshold,
             max_frames=max_frames,
+            source_timeout_s=source_timeout_s,
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
@@ -154,7 +161,7 @@ class Pipeline:
             if v is not None
         }
 
-        self._flow = Flow()
+        self._flow = Flow(name)
         self._cond = threading.Condition()
         self._q_infer: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._q_post: queue.Queue[Any] = queue.Queue(maxsize=2)
@@ -198,6 +205,7 @@ class Pipeline:
             score_threshold=config.score_threshold,
             iou_threshold=config.iou_threshold,
             max_frames=config.max_frames,
+            source_timeout_s=config.source_timeout_s,
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             frame_upload=config.frame_upload,
@@ -305,13 +313,15 @@ class Pipeline:
             r.start()
         for t in self._threads:
             t.start()
+        watch_first_frames(self._flow, lambda: self._streams, self.config.source_timeout_s)
         return self
 
     def _start_sources(self, model: LoadedModel, allocator: Any) -> None:
         """One runner per source (not started yet), each with its frame pool."""
         hold = any(s.needs_pixels for s in self._sinks)
         for spec in self._specs:
-            metrics = StreamMetrics(spec.stream_id, spec.live)
+            stall_s = spec.config.stall_s if spec.config is not None else 5.0
+            metrics = StreamMetrics(spec.stream_id, spec.live, stall_s if spec.live else float("inf"))
             metrics.model_ref = model.ref
             self._streams[spec.stream_id] = metrics
             policy = OverflowPolicy.DROP_OLDEST if spec.live else OverflowPolicy.BLOCK
@@ -331,6 +341,7 @@ class Pipeline:
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
                 max_frames=self.config.max_frames,
+                pipeline=self._flow.name,
             )
             self._runners.append(runner)
 

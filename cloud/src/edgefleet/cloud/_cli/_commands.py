@@ -146,7 +146,16 @@ def _controller_commands(grp: typer.Typer) -> None:
         metrics_listen: Annotated[
             str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
         ] = None,
+        camera_grace: Annotated[
+            float,
+            typer.Option(
+                help="Seconds a camera may be not streaming before its device reads degraded (and gates fail)"
+            ),
+        ] = 10.0,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        log_format: Annotated[
+            str, typer.Option(help="text (UTC timestamps), or json: one JSON object per line; credentials redacted")
+        ] = "text",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
         client_ca: Annotated[Path | None, typer.Option(help="Fleet CA that client certificates need")] = None,
@@ -184,11 +193,12 @@ def _options(ctx: typer.Context, config: Path | None) -> dict[str, Any]:
 def _serve(o: dict[str, Any]) -> None:
     from edgefleet.sdk import key_id as key_id_of
     from edgefleet.sdk import load_public_key
-    from edgefleet.sdk.kit import set_log_level
+    from edgefleet.sdk.kit import configure_logs, set_log_level
 
     from .._server import serve
     from .._settings import ControllerSettings
 
+    configure_logs(o["log_format"], service="edgefleet-controller")
     set_log_level(o["log_level"])
     if o["mqtt"] is None and (o["mqtt_ca_file"] or o["mqtt_cert_file"] or o["mqtt_key_file"]):
         raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")
@@ -232,6 +242,7 @@ def _serve(o: dict[str, Any]) -> None:
             mqtt_key_file=o["mqtt_key_file"],
             mqtt_share_group=o["mqtt_share_group"],
             metrics_listen=o["metrics_listen"],
+            camera_grace_s=o["camera_grace"],
             **security,
         )
         serve(
@@ -311,6 +322,8 @@ def _device_commands(grp: typer.Typer) -> None:
     @grp.command("ls")
     def ls(
         selector: Annotated[list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")] = None,
+        watch: Annotated[bool, typer.Option(help="A live table, refreshed until Ctrl-C")] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 2.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -318,7 +331,14 @@ def _device_commands(grp: typer.Typer) -> None:
         from ._display import devices_table
 
         sel = _pairs(selector or [], "--selector")
+        if watch and as_json:
+            raise _fail("--watch draws a live table; --json prints once: give one of them")
         with _user_errors(), _client(controller) as fleet:
+            if watch:
+                from ._watch import watch_devices
+
+                watch_devices(lambda: fleet.list_devices(sel), interval_s=interval)
+                return
             devices = fleet.list_devices(sel)
         _show(devices, as_json, devices_table)
 
@@ -380,6 +400,21 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         shadow_sample_rate: Annotated[float, typer.Option(help="Shadow: fraction of frames (0: 0.1)")] = 0.0,
         shadow_min_frames: Annotated[int, typer.Option(help="Shadow: frames compared per device (0: 30)")] = 0,
         shadow_max_s: Annotated[float, typer.Option(help="Shadow: longest phase per device, s (0: 60)")] = 0.0,
+        cameras_may_be_down: Annotated[
+            bool, typer.Option(help="Do not gate on cameras (by default every camera must be streaming)")
+        ] = False,
+        camera_grace: Annotated[
+            float, typer.Option(help="Camera gate: seconds a camera may be down (0: the controller's --camera-grace)")
+        ] = 0.0,
+        wait: Annotated[
+            bool,
+            typer.Option(
+                help="Follow the rollout live until it ends; exit 0 completed, 3 aborted, 4 rolled back, 5 timed out"
+            ),
+        ] = False,
+        timeout: Annotated[
+            float, typer.Option(min=0, help="With --wait: give up after this many seconds (0: never)")
+        ] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -410,12 +445,24 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                     "shadow_min_frames": shadow_min_frames,
                     "shadow_max_s": shadow_max_s,
                 },
+                cameras_may_be_down=cameras_may_be_down,
+                camera_grace_s=camera_grace,
             )
+            if wait:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=1.0, timeout_s=timeout, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("status")
     def status(
         rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        watch: Annotated[
+            bool, typer.Option(help="A live table until the rollout ends (exit codes as deploy --wait)")
+        ] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 1.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -424,6 +471,12 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
+            if watch:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=interval, timeout_s=0.0, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("ls")

@@ -77,7 +77,7 @@ class Health(_message.Message):
     def __init__(self, fps: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256", "spec_ref", "quality")
+    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256", "spec_ref", "quality", "cameras")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class PipelineStatus(_message.Message):
     LAST_GOOD_SHA256_FIELD_NUMBER: _ClassVar[int]
     SPEC_REF_FIELD_NUMBER: _ClassVar[int]
     QUALITY_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ref: str
     model_sha256: str
@@ -98,7 +99,24 @@ class PipelineStatus(_message.Message):
     last_good_sha256: str
     spec_ref: str
     quality: _containers.RepeatedCompositeFieldContainer[ModelQuality]
-    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ..., spec_ref: _Optional[str] = ..., quality: _Optional[_Iterable[_Union[ModelQuality, _Mapping]]] = ...) -> None: ...
+    cameras: _containers.RepeatedCompositeFieldContainer[CameraHealth]
+    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ..., spec_ref: _Optional[str] = ..., quality: _Optional[_Iterable[_Union[ModelQuality, _Mapping]]] = ..., cameras: _Optional[_Iterable[_Union[CameraHealth, _Mapping]]] = ...) -> None: ...
+
+class CameraHealth(_message.Message):
+    __slots__ = ("stream_id", "state", "reason", "state_seconds", "live", "detail")
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    stream_id: str
+    state: str
+    reason: str
+    state_seconds: float
+    live: bool
+    detail: str
+    def __init__(self, stream_id: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., state_seconds: _Optional[float] = ..., live: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ModelQuality(_message.Message):
     __slots__ = ("model_ref", "frames", "detections", "detections_per_frame", "empty_frame_ratio", "class_mix", "confidence_p10", "confidence_p50", "confidence_p90", "new_tracks_per_frame", "ended_tracks_per_frame")

@@ -5,8 +5,11 @@ from .._address import host_port_problem as host_port_problem
 from .._address import tcp_problem as tcp_problem
 from .._broker_url import BrokerAddress as BrokerAddress
 from .._broker_url import parse_broker_url as parse_broker_url
+from .._cli import configure_logs as configure_logs
 from .._cli import fail as fail
+from .._cli import set_log_fields as set_log_fields
 from .._cli import set_log_level as set_log_level
+from .._cli._logs import JsonLinesFormatter as JsonLinesFormatter
 from .._lazy import attach_stub as attach_stub
 from .._lazy import lazy_getattr as lazy_getattr
 from .._names import NAME_RE as NAME_RE

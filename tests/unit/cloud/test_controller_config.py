@@ -32,7 +32,7 @@ def _serve(tmp_path: Path, config: str, *flags: str) -> subprocess.CompletedProc
 def _one_line_error(res: subprocess.CompletedProcess[str], *needles: str) -> str:
     assert res.returncode != 0, res
     assert "Traceback" not in res.stderr, res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith("WARNING ")]
+    lines = [line for line in res.stderr.splitlines() if line.strip() and " WARNING " not in line]  # timestamped
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -31,7 +31,7 @@ from ._errors import (
 from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
-from ._shadow_gates import shadow_params
+from ._shadow_gates import quality_baselines, shadow_params
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
@@ -256,6 +256,7 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "max_latency_ms": request.max_latency_ms,
             **shadow,
             **camera_params(request.cameras_may_be_down, request.camera_grace_s),
+            **quality_baselines(shadow, devs, model["name"]),
         }
         row = {
             "rollout_id": rid,

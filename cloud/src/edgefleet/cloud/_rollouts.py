@@ -133,7 +133,9 @@ def health_verdict(  # noqa: PLR0911
             return False, (
                 f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms > {params['max_latency_ms']}"
             )
-        worse = quality_verdict(params, p, ro["model_ref"])  # what it sees vs its own baseline (issue 22)
+        worse = quality_verdict(
+            params, p, ro["model_ref"], str(dev.get("device_id", ""))
+        )  # what it sees vs its own baseline (issue 22)
         if worse:
             return False, worse
     cameras = camera_gate(pipes, params, camera_grace_s)

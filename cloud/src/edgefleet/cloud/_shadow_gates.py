@@ -16,8 +16,9 @@ from typing import Any
 from edgefleet.proto.v1 import agent_pb2
 
 from ._errors import InvalidArgumentError
+from ._fleet_store import Row
 
-__all__ = ["GATES", "SHADOW_FIELDS", "quality_verdict", "shadow_params", "shadow_pb"]
+__all__ = ["GATES", "SHADOW_FIELDS", "quality_baselines", "quality_verdict", "shadow_params", "shadow_pb"]
 
 #: the gates (any of them set adds a shadow phase) and the sampling, by their CreateRolloutRequest names
 GATES = ("min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change")
@@ -61,10 +62,31 @@ def shadow_pb(params: Mapping[str, Any]) -> agent_pb2.ShadowGate | None:
     )
 
 
-def quality_verdict(params: Mapping[str, Any], pipeline: Mapping[str, Any], target: str) -> str:
+def quality_baselines(shadow: Mapping[str, float], devices: list[Row], model_name: str) -> dict[str, Any]:
+    """``{"baselines": {device: {pipeline: ModelQuality dict}}}``: what each device's pipelines of
+    ``model_name`` saw on the version they serve when the rollout is created, kept in the rollout's params
+    (the controller's own record of the baseline: it survives an agent restart, which empties the
+    agent's). {} when the rollout has no quality gate."""
+    if not any(shadow.get(k) for k in ("max_detection_rate_change", "max_class_mix_shift")):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for dev in devices:
+        for p in dev.get("pipelines") or []:
+            ref = str(p.get("model_ref", ""))
+            if ref.split(":", maxsplit=1)[0] != model_name:
+                continue
+            q = next((q for q in p.get("quality") or [] if q.get("model_ref") == ref), None)
+            if q is not None:
+                out.setdefault(str(dev["device_id"]), {})[str(p.get("name", ""))] = dict(q)
+    return {"baselines": out}
+
+
+def quality_verdict(params: Mapping[str, Any], pipeline: Mapping[str, Any], target: str, device_id: str = "") -> str:
     """The health window's quality gate for one pipeline of a device: its new version (``target``)
-    against the device's own baseline, the version it served before (both from the device's status
-    report). "" passes (or cannot judge yet: fewer than the shadow's ``min_frames`` frames on either side).
+    against the device's own baseline, the version it served before: the controller's record of it from
+    when the rollout was created (``params["baselines"]``), else the previous version's figures in the
+    device's status report. "" passes (or cannot judge yet: fewer than the shadow's ``min_frames`` frames
+    on either side).
 
     * detection rate change = (dpf_new - dpf_base) / max(dpf_base, 0.01), dpf: detections per frame;
     * class mix shift = ½ · Σ |mix_new(l) - mix_base'(l)| over the labels the new version has output, where
@@ -77,7 +99,10 @@ def quality_verdict(params: Mapping[str, Any], pipeline: Mapping[str, Any], targ
     need = int(params.get("shadow_min_frames") or 30)
     versions = {str(q.get("model_ref", "")): q for q in pipeline.get("quality") or []}
     new = versions.get(target)
-    base = next((q for ref, q in versions.items() if ref != target), None)
+    kept = ((params.get("baselines") or {}).get(device_id) or {}).get(str(pipeline.get("name", "")))
+    base = kept if kept and kept.get("model_ref") != target else None
+    if base is None:
+        base = next((q for ref, q in versions.items() if ref != target), None)
     if new is None or base is None or min(float(new.get("frames", 0)), float(base.get("frames", 0))) < need:
         return ""
     name, base_ref = pipeline.get("name"), base.get("model_ref")

@@ -109,6 +109,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
         max_failure_ratio=p.get("max_failure_ratio", 0.0),
         min_fps=p.get("min_fps", 0.0),
         max_latency_ms=p.get("max_latency_ms", 0.0),
+        kind="pipeline" if str(r["model_ref"]).startswith("spec/") else "model",
         cameras_may_be_down=bool(p.get("cameras_may_be_down", False)),
         camera_grace_s=float(p.get("camera_grace_s", 0.0)),
         devices=[
@@ -119,6 +120,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
                 previous_ref=m["previous_ref"],
                 message=m["message"],
                 command_id=m["command_id"],
+                variant=m.get("variant", ""),
             )
             for m in r["devices"]
         ],

@@ -120,6 +120,18 @@ def _health(d: Any) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
+def _pipeline_healthy(p: Any) -> str:
+    """``yes`` only when the pipeline runs and every camera streams: a pipeline whose cameras are all down
+    used to read "healthy yes" at 0 fps."""
+    if not p.health.healthy:
+        return "[red]no[/]"
+    cameras = [c for c in p.cameras if c.live]
+    down = [c for c in cameras if c.state != "streaming"]
+    if down:
+        return f"[yellow]no: {len(down)} of {len(cameras)} camera(s) not streaming[/]"
+    return "yes"
+
+
 def _camera_state(state: str) -> str:
     style = "green" if state == "streaming" else ("red" if state == "failed" else "yellow")
     return f"[{style}]{state}[/]"
@@ -160,7 +172,7 @@ def device_detail(d: Any) -> list[Any]:
             f"{p.health.latency_p95_ms:.1f}",
             str(p.health.frames_in),
             str(p.health.dropped),
-            "yes" if p.health.healthy else "no",
+            _pipeline_healthy(p),
         )
     cameras = Table(title="cameras")
     for col in ("pipeline", "camera", "state", "reason", "for", "error"):

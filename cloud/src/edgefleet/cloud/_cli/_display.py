@@ -157,6 +157,9 @@ def device_detail(d: Any) -> list[Any]:
             f"{'online' if t.online else 'offline'}, {t.fps:.1f} fps, p95 {t.latency_p95_ms:.1f} ms, "
             f"{', '.join(t.models) or '-'} (fleet {t.fleet}, {ago(t.last_seen)})",
         )
+        if t.cameras:
+            seen = "; ".join(f"{c.stream_id} {c.state}{f' ({c.reason})' if c.reason else ''}" for c in t.cameras)
+            head.add_row("cameras (telemetry)", seen)
         if t.rejected:
             head.add_row("telemetry rejected", ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())))
     pipes = Table(title="pipelines")

@@ -364,6 +364,9 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         shadow_sample_rate: Annotated[float, typer.Option(help="Shadow: fraction of frames (0: 0.1)")] = 0.0,
         shadow_min_frames: Annotated[int, typer.Option(help="Shadow: frames compared per device (0: 30)")] = 0,
         shadow_max_s: Annotated[float, typer.Option(help="Shadow: longest phase per device, s (0: 60)")] = 0.0,
+        shadow_phase: Annotated[
+            str, typer.Option(help="Shadow: before the cut-over, after it (a canary in the health window), or both")
+        ] = "",
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -389,6 +392,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                     "shadow_sample_rate": shadow_sample_rate,
                     "shadow_min_frames": shadow_min_frames,
                     "shadow_max_s": shadow_max_s,
+                    "shadow_phase": shadow_phase,
                 },
             )
         _show(r, as_json, rollout_tables)

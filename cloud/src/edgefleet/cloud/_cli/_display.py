@@ -173,7 +173,8 @@ def rollout_tables(r: Any) -> list[Any]:
         if value
     ]
     if gates:
-        sampling = f"sample rate {r.shadow_sample_rate or 0.1:g}, {r.shadow_min_frames or 30} frames"
+        sampling = f"phase {r.shadow_phase or 'before'}, sample rate {r.shadow_sample_rate or 0.1:g}, "
+        sampling += f"{r.shadow_min_frames or 30} frames"
         head.add_row("shadow gates", ", ".join(gates) + f" ({sampling})")
     head.add_row("message", r.message)
     devs = Table(title="devices")

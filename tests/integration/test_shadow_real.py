@@ -159,7 +159,7 @@ def test_canary_keeps_the_previous_version_in_shadow_through_the_health_window(
         report = p.swap_model(models[name], health_window_s=8.0, shadow=gate)
         assert report.ok and report.shadow is None  # cut over without a shadow phase
         wait_for(lambda: any(e.stage == "done" or e.stage == "rollback" for e in p.swap_history), 60)
-        canary = p._swapper.canary
+        canary = p.canary
         time.sleep(1.0)
         serving = p.model.ref
         p.stop()

@@ -526,6 +526,12 @@ class Pipeline:
         return self._swapper.rollback(reason)
 
     @property
+    def canary(self) -> dict[str, Any] | None:
+        """The agreement (``Agreement.to_dict()``) of the last canary shadow (``ShadowGate(phase="after")``),
+        judged at the end of its health window; None before one ended."""
+        return self._swapper.canary
+
+    @property
     def swap_history(self) -> list[SwapEvent]:
         return list(self._swapper.history)
 

@@ -70,3 +70,23 @@ def test_role_names_are_not_reused_across_the_members() -> None:
             seen.setdefault(module.rsplit(".", 1)[-1], []).append(module)
     reused = {name: mods for name, mods in seen.items() if name in ROLE_NAMES and len(mods) > 1}
     assert reused == {}
+
+
+def test_no_runtime_member_uses_the_dev_broker() -> None:
+    """The MQTT broker of the demo and the tests (tools/devbroker, distribution edgefleet-devbroker) is in
+    no runtime distribution: no member imports it, none depends on it."""
+    import ast
+
+    users = []
+    for package, root in MEMBERS.items():
+        for module, path in module_files(package, root).items():
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                if any(n.split(".")[0] == "edgefleet_devbroker" for n in names):
+                    users.append(module)
+    assert users == []
+    for member in ("sdk", "proto", "edge", "cloud"):
+        assert "devbroker" not in (REPO / member / "pyproject.toml").read_text(encoding="utf-8")
+    assert not list(REPO.glob("*/src/edgefleet/*/_telemetry/_embedded_broker.py"))

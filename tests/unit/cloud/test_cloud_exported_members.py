@@ -20,6 +20,7 @@ def test_cloud_exports() -> None:
             "InvalidArgumentError",
             "NotFoundError",
             "RegistryError",
+            "SettingsError",
             "__version__",
             "pack_package",
             "serve",

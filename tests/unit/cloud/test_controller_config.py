@@ -4,6 +4,7 @@ settings model itself is strict (unknown or mistyped fields refused, as Settings
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ def _serve(tmp_path: Path, config: str, *flags: str) -> subprocess.CompletedProc
 def _one_line_error(res: subprocess.CompletedProcess[str], *needles: str) -> str:
     assert res.returncode != 0, res
     assert "Traceback" not in res.stderr, res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith("WARNING ")]
+    # log lines (with or without their timestamp) are not the error line
+    lines = [line for line in res.stderr.splitlines() if line.strip() and not re.match(r"(\S+ )?WARNING ", line)]
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -29,6 +29,7 @@ from ._errors import (
     InvalidArgumentError,
     NotFoundError,
     RegistryError,
+    SettingsError,
 )
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "RegistryError",
-    "pack_package",
+    "SettingsError",
     "__version__",
+    "pack_package",
     "serve",
 ]

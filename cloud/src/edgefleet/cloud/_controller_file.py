@@ -58,7 +58,11 @@ class ControllerFile(BaseModel):
     mqtt_key_file: Path | None = Field(None, description="client key for the broker")
     mqtt_share_group: str | None = Field(None, description="shared-subscription group of the ingest")
     metrics_listen: str | None = Field(None, description="serve Prometheus /metrics on host:port")
+    camera_grace: float | None = Field(
+        None, description="seconds a camera may be not streaming before its device reads degraded"
+    )
     log_level: str | None = Field(None, description="DEBUG, INFO, WARNING")
+    log_format: str | None = Field(None, description="text (UTC timestamps) or json (one object per line)")
     tls_cert: Path | None = Field(None, description="controller certificate (PEM)")
     tls_key: Path | None = Field(None, description="controller private key (PEM)")
     client_ca: Path | None = Field(None, description="fleet CA that client certificates need")

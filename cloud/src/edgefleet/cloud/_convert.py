@@ -13,6 +13,8 @@ from ._shadow_gates import SHADOW_FIELDS
 
 __all__ = ["device_pb", "model_pb", "msg_dict", "pipelines_pb", "rollout_pb"]
 
+from ._camera_health import DEFAULT_CAMERA_GRACE_S, device_health
+
 
 def msg_dict(msg: Any) -> dict[str, Any]:
     """A message as a plain dict with snake_case keys (stored as JSON, printed by the CLI)."""
@@ -37,8 +39,14 @@ def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
     return [ParseDict(p, common_pb2.PipelineStatus(), ignore_unknown_fields=True) for p in rows]
 
 
-def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Device:
-    """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None."""
+def device_pb(
+    r: Row, *, online: bool, telemetry: Any = None, camera_grace_s: float = DEFAULT_CAMERA_GRACE_S
+) -> fleet_pb2.Device:
+    """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None. The health state is
+    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`)."""
+    state, detail = device_health(
+        r["pipelines"], online=online, reported=r.get("health_at", 0.0) > 0, grace_s=camera_grace_s
+    )
     msg = fleet_pb2.Device(
         device_id=r["device_id"],
         labels=r["labels"],
@@ -63,6 +71,8 @@ def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Devic
         ],
         health=ParseDict(r["health"], common_pb2.Health(), ignore_unknown_fields=True),
         last_event=r["last_event"],
+        health_state=state,
+        health_detail=detail,
     )
     if telemetry is not None:
         t = telemetry
@@ -99,6 +109,9 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
         max_failure_ratio=p.get("max_failure_ratio", 0.0),
         min_fps=p.get("min_fps", 0.0),
         max_latency_ms=p.get("max_latency_ms", 0.0),
+        kind="pipeline" if str(r["model_ref"]).startswith("spec/") else "model",
+        cameras_may_be_down=bool(p.get("cameras_may_be_down", False)),
+        camera_grace_s=float(p.get("camera_grace_s", 0.0)),
         devices=[
             fleet_pb2.RolloutDevice(
                 device_id=m["device_id"],
@@ -107,6 +120,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
                 previous_ref=m["previous_ref"],
                 message=m["message"],
                 command_id=m["command_id"],
+                variant=m.get("variant", ""),
             )
             for m in r["devices"]
         ],

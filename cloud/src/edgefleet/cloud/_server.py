@@ -135,14 +135,24 @@ class Controller:
             max_attempts=s.max_attempts,
             retry_backoff_s=s.retry_backoff_s,
             reconcile_s=s.reconcile_s,
+            camera_grace_s=s.camera_grace_s,
         )
         from ._auth import Authorizer, server_credentials
 
         self.status_writer = StatusWriter(self.store)
+        interceptors: list[Any] = [Authorizer(s.tls, s.admin_tokens)]
+        self._registry: Any = None
+        if s.metrics_listen:
+            from prometheus_client import CollectorRegistry
+
+            from ._controller_metrics import ControllerMetrics, RpcMetricsInterceptor
+
+            self._registry = CollectorRegistry(auto_describe=False)
+            metrics = ControllerMetrics(self._registry)
+            self.store.observe = metrics.observe_db
+            interceptors.append(RpcMetricsInterceptor(metrics))
         self.server = grpc.aio.server(
-            options=server_options(s),
-            maximum_concurrent_rpcs=10_000,
-            interceptors=[Authorizer(s.tls, s.admin_tokens)],
+            options=server_options(s), maximum_concurrent_rpcs=10_000, interceptors=interceptors
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
             AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake, self.status_writer), self.server
@@ -165,11 +175,21 @@ class Controller:
         if s.mqtt_url:
             self._start_ingest()
         if s.metrics_listen:
+            from ._controller_metrics import ControllerCollector, controller_version
             from ._metrics import IngestCollector, serve_metrics
 
             ingester = self.ingester
             collector = IngestCollector(lambda: ingester.stats() if ingester is not None else None)
-            self._stack.callback(serve_metrics(collector, s.metrics_listen))
+            own = ControllerCollector(
+                self.hub.connected,
+                self.store.engine,
+                replica=s.replica_id,
+                version=controller_version(),
+                camera_grace_s=s.camera_grace_s,
+                stale_s=s.stale_s,
+                clock=self.store.clock,
+            )
+            self._stack.callback(serve_metrics(collector, s.metrics_listen, self._registry, own))
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)

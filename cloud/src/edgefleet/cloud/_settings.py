@@ -55,6 +55,9 @@ class ControllerSettings(BaseModel):
     max_artifact_bytes: int = Field(2 << 30, description="largest artifact a push may upload")
     max_message_bytes: int = Field(4 << 20, description="largest gRPC message")
     grace_s: float = Field(5.0, description="seconds in-flight RPCs get at shutdown")
+    camera_grace_s: float = Field(
+        10.0, description="a camera not streaming this long makes its device degraded and fails a camera gate"
+    )
     # Telemetry ingest (docs/telemetry.md): None keeps the controller off MQTT; gates use status reports only.
     mqtt_url: str | None = Field(None, description="mqtt://host:1883 or mqtts://user:pass@host:8883; None: no ingest")
     mqtt_fleet: str | None = Field(None, description="ingest only this fleet (None: every fleet)")
@@ -102,6 +105,8 @@ class ControllerSettings(BaseModel):
             )
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if not (math.isfinite(self.camera_grace_s) and self.camera_grace_s >= 0):
+            raise InvalidArgumentError(f"--camera-grace must be >= 0 seconds, got {self.camera_grace_s}")
         if not (math.isfinite(self.grace_s) and self.grace_s >= 0):
             raise InvalidArgumentError(f"grace_s must be >= 0 seconds, got {self.grace_s}")
         bad = sorted(k for k in self.revoked_keys if not _KEY_ID.fullmatch(k))

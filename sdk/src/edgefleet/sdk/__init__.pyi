@@ -41,6 +41,8 @@ from ._errors import SignatureError as SignatureError
 from ._errors import SinkError as SinkError
 from ._errors import SourceError as SourceError
 from ._frames import Frame as Frame
+from ._health import CameraState as CameraState
+from ._health import HealthReason as HealthReason
 from ._manifest import Manifest as Manifest
 from ._manifest import read_manifest as read_manifest
 from ._metrics import PipelineStats as PipelineStats
@@ -80,6 +82,7 @@ from ._sinks import SinkConfig as SinkConfig
 from ._sinks import SinkContext as SinkContext
 from ._sinks import VideoSink as VideoSink
 from ._sinks import register_sink as register_sink
+from ._source_watch import SourceTimeout as SourceTimeout
 from ._sources import Source as Source
 from ._sources import SourceConfig as SourceConfig
 from ._sources import SourceSpec as SourceSpec

@@ -65,6 +65,12 @@ class PipelineConfig(_Strict):
     score_threshold: float | None = Field(None, ge=0, le=1, description="Overrides the manifest's")
     iou_threshold: float | None = Field(None, ge=0, le=1)
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
+    source_timeout_s: float = Field(
+        0.0,
+        ge=0,
+        le=86_400,
+        description="Fail when no source has delivered a frame this many seconds after the start (0: wait for ever)",
+    )
     sinks: tuple[Annotated[SerializeAsAny[SinkConfig], SINKS.validator], ...] = Field(
         (), description="Where results go: {type: jsonl|video|<plugin>, ...}"
     )

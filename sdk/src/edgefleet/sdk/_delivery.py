@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -68,6 +69,8 @@ class ResultStage:
         self.quality = QualityMeter()  # per-version KPIs of what was delivered
         self.finished_at: float | None = None
         self._serving = serving  # the version of the last batch delivered (the analytics opened on it)
+        #: held while a batch is delivered: live changes swap sinks and analytics stages between batches
+        self.lock = threading.Lock()
 
     def run(self) -> None:
         pending: dict[int, Batch] = {}  # batches that finished before an earlier one
@@ -88,7 +91,8 @@ class ResultStage:
                     ready = pending.pop(next_index)
                     next_index += 1
                     try:
-                        self.deliver(ready)
+                        with self.lock:
+                            self.deliver(ready)
                     finally:
                         ready.discard()
         except BaseException as exc:
@@ -171,7 +175,7 @@ class ResultStage:
                 sink.write(result, frame)
             stream = self.streams[frame.stream_id]
             stream.results.add()
-            stream.latency.add(result.latency_ms)
+            stream.observe_latency(result.latency_ms)
             stream.model_ref = model.ref
             self.stages["end_to_end"].record(time.monotonic() - frame.captured)
             if self.results is not None and not self.flow.put(self.results, result):

@@ -17,11 +17,12 @@ from typing import Any
 from ._backends import InputBuffer
 from ._errors import PipelineError
 from ._frames import Frame
+from ._log_context import bind
 from ._model import LoadedModel, ModelLease
 from ._redact import redact
 from ._transform import Transform
 
-__all__ = ["END", "Batch", "Flow"]
+__all__ = ["END", "Batch", "Flow", "StopEvent"]
 
 _log = logging.getLogger(__name__)
 END = object()
@@ -54,11 +55,42 @@ class Batch:
         self.lease.release()
 
 
+class StopEvent(threading.Event):
+    """The pipeline's "stop reading" flag, with one child flag per source: setting it sets every child;
+    setting a child stops only its source (a source removed from a running pipeline)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._children: set[threading.Event] = set()
+        self._children_lock = threading.Lock()
+
+    def child(self) -> threading.Event:
+        """A flag set when this one is (already set if this one is); :meth:`forget` it when done."""
+        event = threading.Event()
+        with self._children_lock:
+            self._children.add(event)
+            if self.is_set():
+                event.set()
+        return event
+
+    def forget(self, child: threading.Event) -> None:
+        with self._children_lock:
+            self._children.discard(child)
+
+    def set(self) -> None:
+        super().set()
+        with self._children_lock:
+            children = list(self._children)
+        for event in children:
+            event.set()
+
+
 class Flow:
     """The flags and the first failure of one pipeline run."""
 
-    def __init__(self) -> None:
-        self.stop_sources = threading.Event()  # sources stop reading; what was read is still delivered
+    def __init__(self, name: str = "default") -> None:
+        self.name = name  # the pipeline's, on the log lines of its threads
+        self.stop_sources = StopEvent()  # sources stop reading; what was read is still delivered
         self.abort = threading.Event()  # every stage stops now
         self.done = threading.Event()  # every result delivered, or the run failed
         self._error: tuple[str, BaseException] | None = None
@@ -72,12 +104,14 @@ class Flow:
     def failed(self) -> bool:
         return self._error is not None
 
-    def fail(self, stage: str, exc: BaseException) -> None:
-        """Record the first failure and stop everything."""
+    def fail(self, stage: str, exc: BaseException, *, log: bool = True) -> None:
+        """Record the first failure and stop everything (``log``: say so at ERROR; False when the caller
+        reports it itself, as one line on the command line)."""
         with self._lock:
             if self._error is None:
                 self._error = (stage, exc)
-                _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
+                if log:
+                    _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
         self.stop_sources.set()
         self.abort.set()
         self.done.set()
@@ -92,6 +126,7 @@ class Flow:
         """``fn`` for a stage thread: what it raises fails the pipeline as stage ``name``."""
 
         def run() -> None:
+            bind(pipeline=self.name)
             try:
                 fn()
             except BaseException as exc:

@@ -87,9 +87,11 @@ def register(cli: Any) -> None:
     _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
     _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
     _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
+    from ._pipeline_commands import register_pipelines
     from ._security_commands import register_security
 
     register_security(cli)
+    register_pipelines(cli)
 
 
 def _controller_commands(grp: typer.Typer) -> None:
@@ -144,7 +146,16 @@ def _controller_commands(grp: typer.Typer) -> None:
         metrics_listen: Annotated[
             str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
         ] = None,
+        camera_grace: Annotated[
+            float,
+            typer.Option(
+                help="Seconds a camera may be not streaming before its device reads degraded (and gates fail)"
+            ),
+        ] = 10.0,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        log_format: Annotated[
+            str, typer.Option(help="text (UTC timestamps), or json: one JSON object per line; credentials redacted")
+        ] = "text",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
         client_ca: Annotated[Path | None, typer.Option(help="Fleet CA that client certificates need")] = None,
@@ -182,11 +193,12 @@ def _options(ctx: typer.Context, config: Path | None) -> dict[str, Any]:
 def _serve(o: dict[str, Any]) -> None:
     from edgefleet.sdk import key_id as key_id_of
     from edgefleet.sdk import load_public_key
-    from edgefleet.sdk.kit import set_log_level
+    from edgefleet.sdk.kit import configure_logs, set_log_level
 
     from .._server import serve
     from .._settings import ControllerSettings
 
+    configure_logs(o["log_format"], service="edgefleet-controller")
     set_log_level(o["log_level"])
     if o["mqtt"] is None and (o["mqtt_ca_file"] or o["mqtt_cert_file"] or o["mqtt_key_file"]):
         raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")
@@ -230,6 +242,7 @@ def _serve(o: dict[str, Any]) -> None:
             mqtt_key_file=o["mqtt_key_file"],
             mqtt_share_group=o["mqtt_share_group"],
             metrics_listen=o["metrics_listen"],
+            camera_grace_s=o["camera_grace"],
             **security,
         )
         serve(
@@ -265,12 +278,23 @@ def _model_commands(grp: typer.Typer) -> None:
     def push(
         package: Annotated[Path, typer.Argument(help="Model package folder (or tar)")],
         key: Annotated[Path | None, typer.Option(help="Publisher private key (PEM) to sign with")] = None,
+        target: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="A per-target artifact of the version: arch, gpu, soc, jetpack, tensorrt, cuda, precision "
+                "(key=value; repeat or comma-separate). Without: the portable artifact"
+            ),
+        ] = None,
+        variant: Annotated[str, typer.Option(help="The variant's name (default: made from --target)")] = "",
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Sign a model package and upload it to the controller's registry."""
+        targets = _pairs(target or [], "--target")
+        if variant and not targets:
+            raise _fail("--variant names a per-target artifact: give its --target too")
         with _user_errors(), _client(controller) as fleet:
-            res = fleet.push(package, key=key)
+            res = fleet.push(package, key=key, target=targets, variant=variant)
         if as_json:
             from ._display import emit_json
 
@@ -298,6 +322,8 @@ def _device_commands(grp: typer.Typer) -> None:
     @grp.command("ls")
     def ls(
         selector: Annotated[list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")] = None,
+        watch: Annotated[bool, typer.Option(help="A live table, refreshed until Ctrl-C")] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 2.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -305,7 +331,14 @@ def _device_commands(grp: typer.Typer) -> None:
         from ._display import devices_table
 
         sel = _pairs(selector or [], "--selector")
+        if watch and as_json:
+            raise _fail("--watch draws a live table; --json prints once: give one of them")
         with _user_errors(), _client(controller) as fleet:
+            if watch:
+                from ._watch import watch_devices
+
+                watch_devices(lambda: fleet.list_devices(sel), interval_s=interval)
+                return
             devices = fleet.list_devices(sel)
         _show(devices, as_json, devices_table)
 
@@ -343,8 +376,11 @@ def _device_commands(grp: typer.Typer) -> None:
 def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
     @app.command("deploy", no_args_is_help=True)
     def deploy(
-        model: Annotated[str, typer.Argument(help="name:version from the registry")],
         to: Annotated[list[str], typer.Option("--to", help="Label selector key=value; repeat or comma-separate")],
+        model: Annotated[str, typer.Argument(help="Model name:version from the registry")] = "",
+        pipeline: Annotated[
+            str, typer.Option("--pipeline", help="Instead of a model: pipeline spec name:version (pipelines ls)")
+        ] = "",
         waves: Annotated[str, typer.Option(help="Cumulative waves: counts or percentages")] = "1,10%,100%",
         health_window: Annotated[float, typer.Option(help="Seconds to watch each device after its swap")] = 0.0,
         max_failures: Annotated[
@@ -367,13 +403,31 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         shadow_phase: Annotated[
             str, typer.Option(help="Shadow: before the cut-over, after it (a canary in the health window), or both")
         ] = "",
+        cameras_may_be_down: Annotated[
+            bool, typer.Option(help="Do not gate on cameras (by default every camera must be streaming)")
+        ] = False,
+        camera_grace: Annotated[
+            float, typer.Option(help="Camera gate: seconds a camera may be down (0: the controller's --camera-grace)")
+        ] = 0.0,
+        wait: Annotated[
+            bool,
+            typer.Option(
+                help="Follow the rollout live until it ends; exit 0 completed, 3 aborted, 4 rolled back, 5 timed out"
+            ),
+        ] = False,
+        timeout: Annotated[
+            float, typer.Option(min=0, help="With --wait: give up after this many seconds (0: never)")
+        ] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Roll a model version out to the devices matching --to, wave by wave. A shadow gate runs the
+        """Roll a model version (or with --pipeline a pipeline spec) out to the devices matching --to, wave
+        by wave, with the same gates, abort threshold and rollback for both. A shadow gate runs a model
         version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
         from ._display import rollout_tables
 
+        if bool(model) == bool(pipeline):
+            raise _fail("give a model name:version or --pipeline name:version (one of them)")
         sel = _pairs(to, "--to")
         wave_list = [w.strip() for w in waves.split(",") if w.strip()]
         with _user_errors(), _client(controller) as fleet:
@@ -385,6 +439,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 max_failure_ratio=max_failures,
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
+                pipeline_ref=pipeline,
                 shadow={
                     "min_shadow_f1": min_shadow_f1,
                     "max_class_mix_shift": max_class_mix_shift,
@@ -394,12 +449,24 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                     "shadow_max_s": shadow_max_s,
                     "shadow_phase": shadow_phase,
                 },
+                cameras_may_be_down=cameras_may_be_down,
+                camera_grace_s=camera_grace,
             )
+            if wait:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=1.0, timeout_s=timeout, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("status")
     def status(
         rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        watch: Annotated[
+            bool, typer.Option(help="A live table until the rollout ends (exit codes as deploy --wait)")
+        ] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 1.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -408,6 +475,12 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
+            if watch:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=interval, timeout_s=0.0, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("ls")

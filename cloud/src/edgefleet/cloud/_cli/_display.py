@@ -63,9 +63,14 @@ def _styled(state: str) -> str:
 
 def models_table(models: list[Any]) -> Table:
     t = Table(title="models")
-    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed"):
-        t.add_column(col, justify="right" if col == "size" else "left")
+    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed", "variants"):
+        t.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
     for m in models:
+        variants = [v.variant for v in m.variants]
+        if not m.portable and m.variants:
+            shown = ", ".join(variants) + " (no portable artifact)"
+        else:
+            shown = ", ".join(["portable", *variants]) if variants else "-"
         t.add_row(
             m.name,
             m.version,
@@ -74,6 +79,7 @@ def models_table(models: list[Any]) -> Table:
             m.sha256[:12],
             m.signed_by or "-",
             ago(m.pushed_at),
+            shown,
         )
     return t
 
@@ -81,7 +87,7 @@ def models_table(models: list[Any]) -> Table:
 def device_figures(d: Any) -> tuple[bool, float, float, str, str]:
     """(online, fps, p95 ms, models, source): MQTT telemetry when the controller has some for the device,
     the agent's status reports otherwise. Online: the control stream or the telemetry status says so."""
-    serving = ", ".join(sorted({p.model_ref for p in d.pipelines}))
+    serving = ", ".join(sorted({p.model_ref for p in d.pipelines if not p.name.startswith("spec/")}))
     if d.HasField("telemetry"):
         t = d.telemetry
         models = ", ".join(sorted(set(t.models))) or serving
@@ -91,13 +97,14 @@ def device_figures(d: Any) -> tuple[bool, float, float, str, str]:
 
 def devices_table(devices: list[Any]) -> Table:
     t = Table(title="devices")
-    for col in ("device", "online", "labels", "model", "fps", "p95 ms", "from", "last seen", "last event"):
+    for col in ("device", "online", "health", "labels", "model", "fps", "p95 ms", "from", "last seen", "last event"):
         t.add_column(col, justify="right" if col in ("fps", "p95 ms") else "left", overflow="fold")
     for d in devices:
         online, fps, p95, models, source = device_figures(d)
         t.add_row(
             d.device_id,
             "[green]yes[/]" if online else "[red]no[/]",
+            _health(d),
             ",".join(f"{k}={v}" for k, v in sorted(d.labels.items())),
             models,
             f"{fps:.1f}",
@@ -109,11 +116,27 @@ def devices_table(devices: list[Any]) -> Table:
     return t
 
 
+_HEALTH_STYLE = {"ok": "green", "degraded": "yellow", "down": "red", "offline": "red"}
+
+
+def _health(d: Any) -> str:
+    """The device's derived health (ok, degraded, down, offline, unknown), coloured."""
+    state = d.health_state or "unknown"
+    style = _HEALTH_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else state
+
+
+def _camera_state(state: str) -> str:
+    style = "green" if state == "streaming" else ("red" if state == "failed" else "yellow")
+    return f"[{style}]{state}[/]"
+
+
 def device_detail(d: Any) -> list[Any]:
     head = Table(title=f"device {d.device_id}", show_header=False)
     head.add_column("what")
     head.add_column("value", overflow="fold")
     head.add_row("online", "yes" if d.online else "no")
+    head.add_row("health", _health(d) + (f": {d.health_detail}" if d.health_detail else ""))
     head.add_row("labels", ", ".join(f"{k}={v}" for k, v in sorted(d.labels.items())) or "-")
     caps = MessageToDict(d.capabilities, preserving_proto_field_name=True)
     for k, v in caps.items():
@@ -130,12 +153,22 @@ def device_detail(d: Any) -> list[Any]:
         )
         if t.rejected:
             head.add_row("telemetry rejected", ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())))
+    specs = [p for p in d.pipelines if p.name.startswith("spec/")]
+    for p in specs:  # a pipeline spec's own row: its version, last-good and health as a whole
+        verdict = "healthy" if p.health.healthy else f"unhealthy: {p.health.detail}"
+        good = p.last_good_ref.removeprefix("spec/") or "none yet"
+        head.add_row("pipeline spec", f"{p.model_ref.removeprefix('spec/')} (last-good {good}), {verdict}")
+    if not specs:
+        head.add_row("pipeline spec", "none: the pipelines of the device's own agent.yaml")
     pipes = Table(title="pipelines")
-    for col in ("pipeline", "model", "last-good", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
+    for col in ("pipeline", "spec", "model", "last-good", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
         pipes.add_column(col)
     for p in d.pipelines:
+        if p.name.startswith("spec/"):
+            continue
         pipes.add_row(
             p.name,
+            p.spec_ref or "agent.yaml",
             p.model_ref,
             p.last_good_ref or "-",
             p.state,
@@ -145,20 +178,29 @@ def device_detail(d: Any) -> list[Any]:
             str(p.health.dropped),
             "yes" if p.health.healthy else "no",
         )
+    cameras = Table(title="cameras")
+    for col in ("pipeline", "camera", "state", "reason", "for", "error"):
+        cameras.add_column(col, overflow="fold")
+    for p in d.pipelines:
+        for c in p.cameras:
+            cameras.add_row(
+                p.name, c.stream_id, _camera_state(c.state), c.reason or "-", f"{c.state_seconds:.0f} s", c.detail or ""
+            )
     desired = Table(title="desired state")
     for col in ("model", "target", "state", "last-good", "command", "message"):
         desired.add_column(col, overflow="fold")
     for x in d.desired:
         good = "yes" if x.last_good else "no"
         desired.add_row(x.model_name, x.model_ref, _styled(x.state), good, x.command_id, x.message)
-    return [head, pipes, desired]
+    return [head, pipes, *([cameras] if cameras.row_count else []), desired]
 
 
 def rollout_tables(r: Any) -> list[Any]:
     head = Table(title=f"rollout {r.rollout_id}", show_header=False)
     head.add_column("what")
     head.add_column("value", overflow="fold")
-    head.add_row("model", f"{r.model_ref} ({r.sha256[:12]})")
+    what = "pipeline spec" if r.kind == "pipeline" else "model"
+    head.add_row(what, f"{r.model_ref.removeprefix('spec/')} ({r.sha256[:12]})")
     head.add_row("selector", ",".join(f"{k}={v}" for k, v in sorted(r.selector.items())) or "(all)")
     head.add_row("state", _styled(r.state))
     head.add_row("wave", f"{r.current_wave + 1} of {len(r.waves)} ({','.join(r.waves)})")
@@ -176,12 +218,17 @@ def rollout_tables(r: Any) -> list[Any]:
         sampling = f"phase {r.shadow_phase or 'before'}, sample rate {r.shadow_sample_rate or 0.1:g}, "
         sampling += f"{r.shadow_min_frames or 30} frames"
         head.add_row("shadow gates", ", ".join(gates) + f" ({sampling})")
+    grace = f"{r.camera_grace_s:g} s" if r.camera_grace_s else "the controller's"
+    head.add_row("camera gate", "off" if r.cameras_may_be_down else f"every camera streaming (grace {grace})")
     head.add_row("message", r.message)
     devs = Table(title="devices")
-    for col in ("device", "wave", "state", "previous", "message"):
+    variants = any(m.variant for m in r.devices)
+    for col in ("device", "wave", "state", "previous", *(("variant",) if variants else ()), "message"):
         devs.add_column(col, overflow="fold")
     for m in r.devices:
-        devs.add_row(m.device_id, str(m.wave + 1), _styled(m.state), m.previous_ref or "-", m.message)
+        extra = (m.variant or "-",) if variants else ()
+        prev = m.previous_ref.removeprefix("spec/") or "-"
+        devs.add_row(m.device_id, str(m.wave + 1), _styled(m.state), prev, *extra, m.message)
     return [head, devs]
 
 

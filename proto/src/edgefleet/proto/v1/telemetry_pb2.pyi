@@ -113,7 +113,7 @@ class Telemetry(_message.Message):
         latency: Telemetry.Latency
         def __init__(self, name: _Optional[str] = ..., items: _Optional[int] = ..., rate: _Optional[float] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ...) -> None: ...
     class Stream(_message.Message):
-        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version", "recent_error", "recent_error_at")
+        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version", "recent_error", "recent_error_at", "state", "state_reason", "state_seconds")
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
         LIVE_FIELD_NUMBER: _ClassVar[int]
         FPS_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,9 @@ class Telemetry(_message.Message):
         MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
         RECENT_ERROR_FIELD_NUMBER: _ClassVar[int]
         RECENT_ERROR_AT_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        STATE_REASON_FIELD_NUMBER: _ClassVar[int]
+        STATE_SECONDS_FIELD_NUMBER: _ClassVar[int]
         stream_id: str
         live: bool
         fps: float
@@ -148,7 +151,10 @@ class Telemetry(_message.Message):
         model_version: str
         recent_error: str
         recent_error_at: _timestamp_pb2.Timestamp
-        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+        state: str
+        state_reason: str
+        state_seconds: float
+        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[str] = ..., state_reason: _Optional[str] = ..., state_seconds: _Optional[float] = ...) -> None: ...
     class Region(_message.Message):
         __slots__ = ("stream_id", "name", "kind", "label", "inside", "in_total", "out_total", "in_window", "out_window", "window_s")
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]

@@ -4,7 +4,7 @@ beside its serving version before it cuts over and refuses it when the agreement
 refusal (``refused at shadow: shadow gate: shadow_f1 0.012 < min_shadow_f1 0.8; ...``) fails the member
 with the KPI in its message, and the wave's failures abort the rollout as any other failure does.
 
-Formulas of the KPIs: docs/operations.md, "Shadow gates".
+Formulas of the KPIs: docs/operations.md, "Model-quality gates".
 """
 
 from __future__ import annotations

@@ -423,7 +423,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
     ) -> None:
         """Roll a model version (or with --pipeline a pipeline spec) out to the devices matching --to, wave
         by wave, with the same gates, abort threshold and rollback for both. A shadow gate runs a model
-        version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
+        version in shadow on each device before its cut-over (docs/operations.md, "Model-quality gates")."""
         from ._display import rollout_tables
 
         if bool(model) == bool(pipeline):

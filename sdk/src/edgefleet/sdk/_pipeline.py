@@ -84,6 +84,7 @@ class Pipeline:
         max_frames: int | None = None,
         keep_raw: bool = False,
         infer_workers: int | None = None,
+        analytics_thread: bool = True,
         result_queue: int = 256,
         frame_upload: bool = False,
         name: str = "default",
@@ -112,6 +113,7 @@ class Pipeline:
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
+            analytics_thread=analytics_thread,
             analytics=tuple(a for a in analytics if not isinstance(a, AnalyticsStage)),
             sinks=tuple(k for k in sinks if not isinstance(k, Sink)),
         )
@@ -188,6 +190,7 @@ class Pipeline:
             max_frames=config.max_frames,
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
+            analytics_thread=config.analytics_thread,
             frame_upload=config.frame_upload,
             name=name,
             services=services,
@@ -280,10 +283,11 @@ class Pipeline:
             stages=self._stages,
             results=self._results if self._yield else None,
             keep_raw=self.config.keep_raw,
+            analytics_thread=self.config.analytics_thread,
         )
         stages: list[tuple[str, Callable[[], None]]] = [("batch", self._batch.run)]
         stages += [(f"infer{i}" if self._workers > 1 else "infer", infer.run) for i in range(self._workers)]
-        stages.append(("post", self._post.run))
+        stages += self._post.threads
         for name, target in stages:
             t = threading.Thread(target=flow.guard(name, target), name=f"edgefleet-{name}", daemon=True)
             self._threads.append(t)
@@ -307,7 +311,9 @@ class Pipeline:
             # the pool after preprocessing, or after the sinks when they draw on them). Sized by the share,
             # not the whole batch: 64 streams of 1080p would otherwise pin ~15 GB of host memory.
             share = -(-model.max_batch // len(self._specs))
-            in_flight = (share * 7 if hold else min(share * 2, model.max_batch)) + 1
+            # (an analytics thread holds up to three batches more: two in its queue, one in hand)
+            held = 10 if self._analytics and self.config.analytics_thread else 7
+            in_flight = (share * held if hold else min(share * 2, model.max_batch)) + 1
             runner = SourceRunner(
                 create_source(spec),
                 fq,
@@ -418,6 +424,8 @@ class Pipeline:
                     break
                 if isinstance(item, Batch):
                     item.discard()
+        if self._post is not None:
+            self._post.drain()
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
@@ -493,6 +501,7 @@ class Pipeline:
         queues |= {
             "infer": self._q_infer.qsize(),
             "post": self._q_post.qsize(),
+            **({"analytics": self._post.handoff.qsize()} if self._post and self._post.handoff else {}),
             "results": self._results.qsize(),
         }
         queues |= {f"pool:{r.source.stream_id}": (r.pool.leases if r.pool else 0) for r in self._runners}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 from typing import Literal
@@ -117,28 +118,28 @@ class TrackStage(AnalyticsStage):
             self._change = None
             self._apply_change(change)
         wanted, classes, class_ids = self._wanted, self._classes, self._class_ids
-        picks: list[list[int] | None] = []  # per frame: the detections tracked (None: every one)
-        boxes: list[tuple[float, float, float, float]] = []
-        scores: list[float] = []
-        cls: list[int] = []
-        offsets = [0]
-        for r in results:  # one flat list for the whole batch: three numpy arrays, not three per frame
-            dets = r.detections
-            idx = None if wanted is None else [i for i, d in enumerate(dets) if d.label in wanted]
-            picks.append(idx)
-            for d in dets if idx is None else [dets[i] for i in idx]:
-                c = classes.get(d.label)
-                if c is None:
-                    c = self._class(d.label)
-                if class_ids.get(c) != d.class_id:
-                    class_ids[c] = d.class_id
-                boxes.append(d.box)
-                scores.append(d.score)
-                cls.append(c)
-            offsets.append(len(boxes))
-        all_boxes = np.array(boxes, np.float64).reshape(-1, 4)
-        all_scores = np.array(scores, np.float64)
-        all_cls = np.array(cls, np.int64)
+        # One flat list for the whole batch (three numpy arrays, not three per frame), built with
+        # comprehensions: this runs for every detection of every frame.
+        picks: list[list[int] | None] = [  # per frame: the detections tracked (None: every one)
+            None if wanted is None else [i for i, d in enumerate(r.detections) if d.label in wanted] for r in results
+        ]
+        flat = [
+            d
+            for r, pick in zip(results, picks, strict=True)
+            for d in (r.detections if pick is None else [r.detections[i] for i in pick])
+        ]
+        offsets = [
+            0,
+            *itertools.accumulate(
+                len(r.detections) if p is None else len(p) for r, p in zip(results, picks, strict=True)
+            ),
+        ]
+        for label, class_id in {d.label: d.class_id for d in flat}.items():  # the serving model's numbers
+            c = classes.get(label)
+            class_ids[self._class(label) if c is None else c] = class_id
+        all_boxes = np.array([d.box for d in flat], np.float64).reshape(-1, 4)
+        all_scores = np.array([d.score for d in flat], np.float64)
+        all_cls = np.array([classes[d.label] for d in flat], np.int64)
         frames = [
             FrameDetections(r.stream_id, r.sequence, r.timestamp, all_boxes[lo:hi], all_scores[lo:hi], all_cls[lo:hi])
             for r, lo, hi in zip(results, offsets, offsets[1:], strict=False)

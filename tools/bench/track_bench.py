@@ -23,7 +23,8 @@ Parts (all in one run):
              committed clip (decoded once), S streams per batch (the same clip on every stream, as
              gpu_bench runs it), through ``track`` and ``zones`` (gpu_bench's zone and line): CPU ms per
              batch. With --baseline-tree DIR the same in DIR's code (another checkout, e.g. main before a
-             change), interleaved, in a child interpreter per round.
+             change), interleaved, in a child interpreter per round. Also what handing the work to a
+             worker process would cost: a batch pickled and unpickled, and its results back.
   real       (--real) NanoDet-m 1.0.0 (416 px, 80 classes) hot-swapped to 2.0.0 (320 px, 6 classes) on the
              committed clip, one stream, the swap asked for after 100, 130, ... 250 frames: person track
              count, mean track length, and at each cut-over the ids kept, restarted and switched against
@@ -412,7 +413,17 @@ _REPLAY = textwrap.dedent(
         c_zones += c2 - c1
         events += sum(len(r.events) for r in out)
     n = len(batches)
+    # what a worker process would add: a batch pickled there and its analysed results pickled back
+    import pickle
+    mid = batches[len(batches) // 2]
+    done = zones.process(track.process(mid))
+    c0 = time.thread_time()
+    for _ in range(50):
+        pickle.loads(pickle.dumps(mid, protocol=5))
+        pickle.loads(pickle.dumps(done, protocol=5))
+    pickled = (time.thread_time() - c0) / 50 * 1000
     print(json.dumps({"track_ms_per_batch": c_track / n * 1000, "zones_ms_per_batch": c_zones / n * 1000,
+                      "pickle_round_trip_ms_per_batch": pickled,
                       "batches": n, "tracks_started": track.tracker.started, "events": events}))
     """
 )
@@ -455,9 +466,8 @@ def replay(streams: int, baseline: Path | None, rounds: int = 3) -> dict[str, An
     }
     for name, tree in trees.items():
         rows = per[name]
-        med = {
-            k: round(float(np.median([r[k] for r in rows])), 4) for k in ("track_ms_per_batch", "zones_ms_per_batch")
-        }
+        keys = ("track_ms_per_batch", "zones_ms_per_batch", "pickle_round_trip_ms_per_batch")
+        med = {k: round(float(np.median([r[k] for r in rows])), 4) for k in keys}
         med["total_ms_per_batch"] = round(med["track_ms_per_batch"] + med["zones_ms_per_batch"], 4)
         out[name] = {
             "tree": str(tree),

@@ -11,7 +11,7 @@ import pytest
 @functools.cache
 def _gpu_reason() -> str | None:
     try:
-        from edgefleet.sdk._cuda._runtime import device_count
+        from edgefleet.sdk._cuda._bindings import device_count
 
         if device_count() < 1:
             return "no CUDA device visible"

@@ -9,8 +9,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_pinned_allocator_gives_page_locked_slots(gpu: str) -> None:
+    from edgefleet.sdk._cuda._bindings import check, cudart
     from edgefleet.sdk._cuda._memory import mapped_device_pointer, pinned_allocator
-    from edgefleet.sdk._cuda._runtime import check, cudart
 
     for upload in (False, True):
         a = pinned_allocator(gpu, upload=upload)((1080, 1920, 3))

@@ -275,8 +275,8 @@ def test_gfl_kernel_matches_the_reference(gpu: str, dtype: type, multi_label: bo
 
     from edgefleet.sdk._backends._ort_cuda import _GflPlan
     from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._bindings import Stream
     from edgefleet.sdk._cuda._memory import pinned_array
-    from edgefleet.sdk._cuda._runtime import Stream
     from tests.support.gfl_reference import gfl_nms_reference, gfl_records
 
     rng = np.random.default_rng(7)
@@ -498,8 +498,8 @@ def _top_k_on_device(logits: np.ndarray, k: int) -> object:
     """The top-k kernel alone, on ``logits`` uploaded as they are (float32 or float16)."""
     from edgefleet.sdk._backends._ort_cuda import _TopKPlan
     from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._bindings import Stream
     from edgefleet.sdk._cuda._memory import pinned_array
-    from edgefleet.sdk._cuda._runtime import Stream
 
     arr = DeviceArray.empty(logits.shape, logits.dtype, 0)
     arr.copy_from_host(np.ascontiguousarray(logits))

@@ -113,7 +113,7 @@ def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.05) -> b
 
 
 class EmbeddedBroker(_BrokerProcess):
-    """edgefleet's own MQTT 5 broker (``python -m edgefleet.cloud._telemetry._embedded_broker``), with the
+    """edgefleet's own MQTT 5 broker (``python -m edgefleet_devbroker``), with the
     same interface as :class:`Mosquitto`; its sessions live in memory, so a restart forgets them."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
@@ -125,7 +125,7 @@ class EmbeddedBroker(_BrokerProcess):
     def start(self) -> EmbeddedBroker:
         import sys
 
-        module = "edgefleet.cloud._telemetry._embedded_broker"
+        module = "edgefleet_devbroker"
         log = (self.workdir / "broker.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, "--port", str(self.port), "--persist", str(self.workdir / "state.json")],

@@ -405,7 +405,9 @@ def test_a_device_that_crashes_in_its_window_and_returns_after_it_converges(
     must not succeed on the reports sent before the crash; the agent restarts on its last-good, the
     controller re-sends and the device converges (serving the version and holding it as last-good)."""
     fleet = fleet_factory(f"sqlite:///{tmp_path}/controller.db")
-    fleet.start_controller()
+    # expected back for 30 s (not the suite's 5): on a loaded machine the restarted agent takes longer than
+    # 5 s to report, and the rollout would rightly complete without it
+    fleet.start_controller("--stale", "30")
     fleet.start_agent("a1", {"site": "x"}, packages["1.0.0"])
     fleet.wait_online("a1")
     fleet.client.push(packages["2.0.0"], key=keys["a"])
@@ -437,8 +439,9 @@ def test_two_replicas_share_one_postgresql(
 ) -> None:
     with postgres_db() as url:
         one, two = fleet_factory(url), fleet_factory(url)
-        one.start_controller("--replica-id", "one")
-        two.start_controller("--replica-id", "two")
+        # expected back for 30 s (see the crash test above): the restart below must not race the stale limit
+        one.start_controller("--replica-id", "one", "--stale", "30")
+        two.start_controller("--replica-id", "two", "--stale", "30")
         one.start_agent("a1", {"site": "x"}, packages["1.0.0"])  # connected to replica one
         one.wait_online("a1")
         assert two.device("a1").online  # the other replica sees it through the database

@@ -30,7 +30,7 @@ def test_second_controller_on_a_port_in_use_refuses_in_one_line(tmp_path: Path) 
         wait_for("the first controller", lambda: "listening on port" in first.text(), 30)
         second = subprocess.run(_serve(tmp_path, "two", port), capture_output=True, text=True, timeout=20, check=False)
         assert second.returncode != 0, second.stdout + second.stderr
-        lines = [line for line in second.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+        lines = [line for line in second.stderr.splitlines() if line.strip() and " WARNING " not in line]
         assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0], second.stderr
         assert "Traceback" not in second.stderr
         with FleetClient(f"127.0.0.1:{port}") as fleet:

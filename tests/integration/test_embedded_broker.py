@@ -15,7 +15,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgefleet.cloud._telemetry._embedded_broker import topic_matches
+from edgefleet_devbroker import topic_matches
 
 from .telemetry_broker import EmbeddedBroker, wait_for
 
@@ -187,8 +187,8 @@ def test_shared_subscription_splits_and_unsubscribe_stops_delivery(broker: Embed
 
 def test_sessions_expire_after_their_interval() -> None:
     """Unit-level: an away client's session (and what is queued for it) goes once its expiry has passed."""
-    from edgefleet.cloud._telemetry._embedded_broker import EmbeddedBroker as Broker
-    from edgefleet.cloud._telemetry._embedded_broker import _Session
+    from edgefleet_devbroker import EmbeddedBroker as Broker
+    from edgefleet_devbroker import _Session
 
     b = Broker()
     b.sessions["keep"] = _Session("keep", expiry_s=60, gone_at=100.0)
@@ -203,7 +203,7 @@ def test_a_subscriber_that_stops_reading_does_not_grow_the_broker(broker: Embedd
     of buffering every message, and keeps serving a subscriber that reads."""
     import psutil
 
-    from edgefleet.cloud._telemetry._embedded_broker import MAX_UNREAD_BYTES
+    from edgefleet_devbroker import MAX_UNREAD_BYTES
 
     stuck = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

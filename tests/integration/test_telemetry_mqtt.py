@@ -344,7 +344,7 @@ def test_backlog_drains_through_buffered_reads_without_stalling(broker: Mosquitt
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from edgefleet.cloud._telemetry._client import BufferedClient
+    from edgefleet.cloud._telemetry._buffered_client import BufferedClient
 
     first = ingester(broker.url, store, client_id="itest-backlog")
     first.stop()  # the broker keeps the session and queues what comes next

@@ -47,7 +47,7 @@ def _warned(log: str) -> list[tuple[str, str]]:
     """(device, reason) of each WARNING line about a rejection."""
     out = []
     for line in log.splitlines():
-        m = re.match(r"WARNING .*telemetry from (\S+) rejected \((\w+)\)", line)
+        m = re.search(r"Z WARNING .*telemetry from (\S+) rejected \((\w+)\)", line)  # after the timestamp
         if m:
             out.append((m.group(1), m.group(2)))
     return sorted(out)

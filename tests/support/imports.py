@@ -12,7 +12,7 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["cycles", "import_graph", "module_files"]
+__all__ = ["cross_member_problems", "cycles", "import_graph", "module_files"]
 
 
 def module_files(package: str, root: Path) -> dict[str, Path]:
@@ -94,3 +94,28 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def _member(module: str, members: Iterable[str]) -> str | None:
+    return next((m for m in members if module == m or module.startswith(m + ".")), None)
+
+
+def cross_member_problems(
+    graph: Mapping[str, set[str]], members: Mapping[str, Path], apart: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """Imports that cross a member's boundary wrongly: into a private module of another member (a part of
+    the path after the member's package that starts with ``_``), or between two members listed in
+    ``apart`` (either direction). One line per import, sorted."""
+    forbidden = {frozenset(pair) for pair in apart}
+    found = []
+    for module, targets in graph.items():
+        own = _member(module, members)
+        for target in sorted(targets):
+            other = _member(target, members)
+            if own is None or other is None or other == own:
+                continue
+            if frozenset((own, other)) in forbidden:
+                found.append(f"{module} imports {target}: {own} and {other} never import each other")
+            elif any(part.startswith("_") for part in target[len(other) + 1 :].split(".") if part):
+                found.append(f"{module} imports {target}, a private module of {other}")
+    return sorted(found)

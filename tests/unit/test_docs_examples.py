@@ -45,3 +45,13 @@ def test_the_example_runs(heading: str) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert EXPECTED[heading] in res.stdout, res.stdout
+
+
+def test_the_kit_example_runs() -> None:
+    text = (REPO / "docs" / "sdk.md").read_text(encoding="utf-8")
+    section = text.split("## The kit", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert res.returncode == 0, res.stderr

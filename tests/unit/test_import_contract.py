@@ -1,5 +1,8 @@
 """The import contract, read statically from the source (tests/support/imports.py): no circles of imports
-inside a member. Lazy imports inside functions and ``TYPE_CHECKING`` imports count."""
+inside a member; edge and cloud never import each other; a member imports only the public names of
+another (``edgefleet.sdk``, ``edgefleet.sdk.kit``, never ``edgefleet.sdk._*``). Lazy imports inside
+functions and ``TYPE_CHECKING`` imports count. And the files are named for their role: no two modules of
+the members share a basename that named different things (``_store.py``, ``_client.py``...)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.imports import cycles, import_graph
+from tests.support.imports import cross_member_problems, cycles, import_graph, module_files
 
 REPO = Path(__file__).resolve().parents[2]
 MEMBERS = {
@@ -36,3 +39,54 @@ def test_the_checker_finds_a_circle_through_a_lazy_or_type_only_import(tmp_path:
     graph = import_graph({"pkg": pkg})
     assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"} and graph["pkg.c"] == {"pkg.a"}
     assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+
+
+def test_members_import_only_each_others_public_names_and_edge_and_cloud_never_meet() -> None:
+    assert cross_member_problems(import_graph(MEMBERS), MEMBERS, apart=[("edgefleet.edge", "edgefleet.cloud")]) == []
+
+
+def test_the_cross_member_checker_finds_a_private_import_and_a_forbidden_pair(tmp_path: Path) -> None:
+    roots = {}
+    for name, body in {"a": "from b._impl import f\nfrom b import g\n", "b": "", "c": "import a\n"}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(body)
+        roots[name] = tmp_path / name
+    (tmp_path / "b" / "_impl.py").write_text("def f(): ...\n")
+    problems = cross_member_problems(import_graph(roots), roots, apart=[("a", "c")])
+    assert problems == ["a imports b._impl, a private module of b", "c imports a: c and a never import each other"]
+
+
+# Basenames that once named different things (the controller's state store and its telemetry store were
+# both _store.py; _client.py a gRPC client and an MQTT client; _runtime.py the agent's pipeline host and
+# the CUDA bindings...). ``_cli`` (the sdk's and the cloud's command packages) and ``_registry`` (the
+# generic registry and the source kind's) name one role each and may repeat.
+ROLE_NAMES = ("_agent", "_store", "_runtime", "_client", "_broker")
+
+
+def test_role_names_are_not_reused_across_the_members() -> None:
+    seen: dict[str, list[str]] = {}
+    for package, root in MEMBERS.items():
+        for module in module_files(package, root):
+            seen.setdefault(module.rsplit(".", 1)[-1], []).append(module)
+    reused = {name: mods for name, mods in seen.items() if name in ROLE_NAMES and len(mods) > 1}
+    assert reused == {}
+
+
+def test_no_runtime_member_uses_the_dev_broker() -> None:
+    """The MQTT broker of the demo and the tests (tools/devbroker, distribution edgefleet-devbroker) is in
+    no runtime distribution: no member imports it, none depends on it."""
+    import ast
+
+    users = []
+    for package, root in MEMBERS.items():
+        for module, path in module_files(package, root).items():
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                if any(n.split(".")[0] == "edgefleet_devbroker" for n in names):
+                    users.append(module)
+    assert users == []
+    for member in ("sdk", "proto", "edge", "cloud"):
+        assert "devbroker" not in (REPO / member / "pyproject.toml").read_text(encoding="utf-8")
+    assert not list(REPO.glob("*/src/edgefleet/*/_telemetry/_embedded_broker.py"))

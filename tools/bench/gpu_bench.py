@@ -78,7 +78,7 @@ def _env() -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from edgefleet.sdk._cuda._runtime import device_info
+        from edgefleet.sdk._cuda._bindings import device_info
 
         d = device_info(0)
         info["gpu"] = {"name": d.name, "arch": d.arch, "memory_gb": round(d.total_memory / 2**30, 1)}

@@ -268,8 +268,8 @@ def probe_pcie(frame_bytes: int = 1920 * 1080 * 3, frames: int = 32, repeats: in
     stream (what the preprocessor does), per-frame copies spread over 2 and 4 streams, and from pageable
     memory; device-to-host for reference. Best of ``repeats``, GB/s."""
     from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._bindings import Stream, check, cudart, use_device
     from edgefleet.sdk._cuda._memory import pinned_array
-    from edgefleet.sdk._cuda._runtime import Stream, check, cudart, use_device
 
     use_device(0)
     rt = cudart()

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from edgefleet.sdk._cuda._array import DeviceAllocation
-from edgefleet.sdk._cuda._runtime import Stream, check, cudart, driver, use_device
+from edgefleet.sdk._cuda._bindings import Stream, check, cudart, driver, use_device
 
 
 def _planes(frame: Any) -> list[tuple[int, int, int, int]]:

@@ -29,6 +29,8 @@ PACKAGES=(
   # MQTT broker + CLI clients for sink tests and the demo
   mosquitto
   mosquitto-clients
+  # promtool (metrics and alert-rule checks) and a real Prometheus for tests/integration/test_prometheus.py
+  prometheus
 )
 
 log() { printf '[install-system-deps] %s\n' "$*"; }

@@ -81,7 +81,7 @@ def stop(p: subprocess.Popen[bytes] | None) -> None:
 def start_broker(out: Path, url: str | None) -> tuple[str | None, subprocess.Popen[bytes] | None]:
     """The MQTT 5 broker for telemetry: ``--mqtt`` / $EDGEFLEET_DEMO_MQTT when given, else a private
     Mosquitto on a free loopback port when the system has one, else edgefleet's embedded MQTT 5 broker
-    (``edgefleet.cloud._telemetry._embedded_broker``: for demos and tests, not for a fleet)."""
+    (``edgefleet_devbroker``: for demos and tests, not for a fleet)."""
     if url and url != "embedded":
         return url, None
     exe = (
@@ -96,7 +96,7 @@ def start_broker(out: Path, url: str | None) -> tuple[str | None, subprocess.Pop
         conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
         cmd, log, name = [exe, "-c", str(conf)], out / "mosquitto.log", "mosquitto"
     else:
-        module = "edgefleet.cloud._telemetry._embedded_broker"
+        module = "edgefleet_devbroker"
         cmd, log, name = [sys.executable, "-m", module, "--port", str(port)], out / "broker.log", "embedded broker"
     proc = spawn(cmd, log)
     deadline = time.monotonic() + 10

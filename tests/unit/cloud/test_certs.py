@@ -91,7 +91,7 @@ def test_controller_tls_files_are_checked_before_grpc_sees_them(
     """gRPC answered a bad file with 'cannot listen on ...: Failed to bind to address'."""
     import typer
 
-    from edgefleet.cloud._cli_security import controller_security
+    from edgefleet.cloud._cli._security_commands import controller_security
 
     init_ca(tmp_path / "ca")
     server = issue(tmp_path / "ca", "controller", "localhost", tmp_path / "out")

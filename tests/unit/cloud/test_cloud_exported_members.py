@@ -20,6 +20,8 @@ def test_cloud_exports() -> None:
             "InvalidArgumentError",
             "NotFoundError",
             "RegistryError",
+            "SettingsError",
+            "__version__",
             "pack_package",
             "serve",
         ]

@@ -16,8 +16,8 @@ from google.protobuf import json_format
 
 from edgefleet.cloud import ConflictError, DatabaseError, InvalidArgumentError, NotFoundError
 from edgefleet.cloud._db import MIGRATIONS, create_engine, metadata, migrate, schema_version, tables
+from edgefleet.cloud._fleet_store import Store
 from edgefleet.cloud._rollouts import RolloutEngine, plan_waves, validate_waves
-from edgefleet.cloud._store import Store
 
 PG = "postgresql://postgres@127.0.0.1:5432/"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from edgefleet.cloud._fleet_store import Store
 from edgefleet.cloud._status_writer import StatusWriter
-from edgefleet.cloud._store import Store
 
 
 def test_latest_status_per_device_in_one_write(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_a_hosted_pipeline_without_a_result_listener_keeps_running(tmp_path: Pat
     events) the host's pipeline queued every result for an iterator nobody read; it stopped after 256."""
     import time
 
-    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.edge._pipeline_host import PipelineHost
     from edgefleet.sdk import PipelineConfig, load_package
 
     pkg = load_package(yolo_package(tmp_path / "pkg"))
@@ -186,7 +186,7 @@ def test_an_sdk_rollback_in_the_window_points_the_host_back_at_the_old_package(t
     rejected package, so a watchdog restart would have started the pipeline on it."""
     import time
 
-    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.edge._pipeline_host import PipelineHost
     from edgefleet.sdk import PipelineConfig, load_package
 
     good = load_package(yolo_package(tmp_path / "good"))
@@ -309,7 +309,7 @@ def test_a_pipeline_that_fails_is_restarted_on_its_version(tmp_path: Path) -> No
     """A pipeline whose sink hit a full disk stayed dead while the agent ran on; it is restarted now."""
     import time
 
-    from edgefleet.edge._runtime import PipelineHost
+    from edgefleet.edge._pipeline_host import PipelineHost
     from edgefleet.sdk import PipelineConfig, load_package
 
     pkg = load_package(yolo_package(tmp_path / "pkg"))

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from edgefleet.cloud._artifact_store import ArtifactStore
 from edgefleet.cloud._errors import RegistryError
 from edgefleet.cloud._pack import pack_package
-from edgefleet.cloud._registry import ArtifactStore
 from edgefleet.edge._errors import ArtifactError, DownloadInterruptedError
 from edgefleet.edge._fetch import download
 from edgefleet.edge._modelstore import ModelStore

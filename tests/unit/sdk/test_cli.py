@@ -70,7 +70,9 @@ def test_unreachable_camera_retries_with_the_password_redacted(toy_models: dict[
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)  # Ctrl-C: clean shutdown
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    # a camera that never delivered is not a run that is "done" (it used to exit 0)
+    assert proc.returncode == 1, err
+    assert "error: stopped before any source delivered a frame: s0 reconnecting (refused)" in err
     assert "hunter2" not in out + err
     assert "admin:***@127.0.0.1:1/x" in err and "retrying" in err
 
@@ -191,3 +193,14 @@ def test_error_text_is_printed_as_is(tmp_path: Path) -> None:
     )  # fmt: skip
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "not a publisher key id (16 hex digits, `edgefleet keys`): a:fire:b[bold]" in res.stderr
+
+
+def test_version_prints_each_installed_distribution_once_from_its_metadata() -> None:
+    from importlib.metadata import version
+
+    res = _run("--version")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines == [
+        f"{d} {version(d)}" for d in ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud")
+    ]

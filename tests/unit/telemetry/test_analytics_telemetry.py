@@ -139,3 +139,26 @@ def test_show_summary_counts_what_grew_in_the_window() -> None:
     restarted = analytics_summary(_telemetry(3, 1, 0), _telemetry(10, 4, 0), [])
     assert next(r for r in restarted["regions"] if r["name"] == "gate")["in_since"] == 3  # counted from zero again
     assert analytics_summary(None, None, []) == {"regions": [], "stages": [], "events": [], "events_suppressed": 0}
+
+
+def test_per_version_quality_in_telemetry_and_prometheus() -> None:
+    import dataclasses
+
+    from edgefleet.sdk._quality import VersionQuality
+
+    q1 = VersionQuality("det:1.0.0", 500, 5000, 10.0, 0.02, {"person": 0.8, "car": 0.2}, 0.4, 0.6, 0.8, 0.1, 0.09)
+    q2 = VersionQuality("det:2.0.0", 90, 0, 0.0, 1.0)
+    t = pb.Telemetry()
+    t.pipelines.append(
+        tel.pipeline_message("default", dataclasses.replace(pipeline_stats(), quality={"a": q1, "b": q2}))
+    )
+    assert [q.model_ref for q in t.pipelines[0].quality] == ["det:1.0.0", "det:2.0.0"]
+    reg = CollectorRegistry()
+    reg.register(tel.TelemetryCollector(lambda: t, dict))
+    text = generate_latest(reg).decode()
+    assert 'edgefleet_model_detections_per_frame{model="det:1.0.0",pipeline="default"} 10.0' in text
+    assert 'edgefleet_model_empty_frame_ratio{model="det:2.0.0",pipeline="default"} 1.0' in text
+    assert 'edgefleet_model_confidence{model="det:1.0.0",pipeline="default",quantile="0.5"} 0.6' in text
+    assert 'edgefleet_model_class_share{class="person",model="det:1.0.0",pipeline="default"} 0.8' in text
+    assert 'edgefleet_model_track_churn_per_frame{kind="new",model="det:1.0.0",pipeline="default"} 0.1' in text
+    assert 'edgefleet_model_frames_total{model="det:2.0.0",pipeline="default"} 90.0' in text

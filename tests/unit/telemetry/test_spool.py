@@ -66,3 +66,15 @@ def test_closed_spool_raises() -> None:
     spool.close()
     with pytest.raises(SpoolError):
         put(spool, Priority.ROUTINE)
+
+
+def test_a_full_disk_is_recognised_on_python_3_10(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10 (JetPack 6) has no ``sqlite3.SQLITE_FULL`` and no ``sqlite_errorcode``: the check must
+    still answer (it raised AttributeError there, found by ``mypy --python-version 3.10``)."""
+    import sqlite3
+
+    from edgefleet.edge._telemetry import _spool
+
+    monkeypatch.delattr(sqlite3, "SQLITE_FULL", raising=False)
+    assert _spool._disk_full(sqlite3.OperationalError("database or disk is full"))
+    assert not _spool._disk_full(sqlite3.OperationalError("no such table: x"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgefleet.sdk._lazy import lazy_getattr
+from edgefleet.sdk.kit import distribution_version, lazy_getattr
 
 from ._errors import (
     CloudError,
@@ -29,18 +29,19 @@ from ._errors import (
     InvalidArgumentError,
     NotFoundError,
     RegistryError,
+    SettingsError,
 )
 
 if TYPE_CHECKING:
-    from ._client import DEFAULT_CONTROLLER, FleetClient
+    from ._fleet_client import DEFAULT_CONTROLLER, FleetClient
     from ._pack import pack_package
     from ._server import Controller, serve
     from ._settings import ControllerSettings
 
 # Imported on first use, so that `edgefleet --help` does not load gRPC or SQLAlchemy.
 _LAZY = {
-    "DEFAULT_CONTROLLER": "._client",
-    "FleetClient": "._client",
+    "DEFAULT_CONTROLLER": "._fleet_client",
+    "FleetClient": "._fleet_client",
     "pack_package": "._pack",
     "Controller": "._server",
     "serve": "._server",
@@ -49,6 +50,8 @@ _LAZY = {
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
+
+__version__ = distribution_version("edgefleet-cloud")
 
 
 __all__ = [
@@ -63,6 +66,8 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "RegistryError",
+    "SettingsError",
+    "__version__",
     "pack_package",
     "serve",
 ]

@@ -8,22 +8,23 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
 
+from ._artifact_store import SHA256_RE, ArtifactStore
 from ._auth import current_peer
 from ._convert import msg_dict
 from ._errors import DatabaseError
-from ._registry import SHA256_RE, ArtifactStore
+from ._fleet_store import Row, Store
 from ._settings import ControllerSettings
+from ._shadow_gates import shadow_pb
 from ._status_writer import StatusWriter
-from ._store import Row, Store
 
 __all__ = ["AgentHub", "AgentServicer"]
 
@@ -64,7 +65,8 @@ class AgentHub:
         return list(self.conns)
 
 
-def command_pb(d: Row, model: Row | None) -> agent_pb2.ControllerMessage:
+def command_pb(d: Row, model: Row | None, params: Mapping[str, Any] | None = None) -> agent_pb2.ControllerMessage:
+    """The command for desired row ``d``; ``params``: its rollout's (the shadow gates ride along)."""
     cmd = agent_pb2.Command(command_id=d["command_id"], rollout_id=d["rollout_id"])
     if d["kind"] == "rollback":
         cmd.rollback.CopyFrom(agent_pb2.RollbackModel(model_name=d["model_name"], to_ref=d["ref"]))
@@ -78,6 +80,9 @@ def command_pb(d: Row, model: Row | None) -> agent_pb2.ControllerMessage:
                 health_window_s=d["health_window_s"],
             )
         )
+        shadow = shadow_pb(params or {})
+        if shadow is not None:
+            cmd.apply.shadow.CopyFrom(shadow)
     return agent_pb2.ControllerMessage(command=cmd)
 
 
@@ -175,9 +180,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if last is not None and time.monotonic() - last < self.settings.resend_s:
                         continue
                     model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
+                    params = None
+                    if d["kind"] == "apply" and d["rollout_id"]:
+                        params = await self.store.call(self.store.rollout_params, d["rollout_id"])
                     conn.sent[d["command_id"]] = time.monotonic()
                     _log.info("→ %s command %s (%s %s)", device_id, d["command_id"], d["kind"], d["ref"])
-                    yield command_pb(d, model)
+                    yield command_pb(d, model, params)
                 conn.wake.clear()
                 waiter = asyncio.create_task(conn.wake.wait())
                 await asyncio.wait(

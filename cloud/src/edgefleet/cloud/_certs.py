@@ -4,7 +4,7 @@ A CA folder holds ``ca.pem`` (give it to every controller, agent and broker), ``
 keep it offline), ``index.json`` (every certificate issued, for ``revoke``) and ``crl.pem`` (the
 revocation list controllers and brokers enforce). A certificate's role is its subject's
 organizational unit (``device``, ``controller``, ``admin`` or ``broker``) and is written into the common
-name too (``edgefleet.sdk._tls.common_name``: a device's CN is its id, any other's ``<role>/<name>``, so
+name too (``edgefleet.sdk.kit.common_name``: a device's CN is its id, any other's ``<role>/<name>``, so
 the broker's ACL tells them apart); the name is also the SAN URI ``urn:edgefleet:<role>:<name>``. A name
 belongs to one role: ``issue`` refuses it for another while a certificate of the first is not revoked.
 Keys are ECDSA P-256 (gRPC, OpenSSL and Mosquitto all take them).
@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from edgefleet.sdk._names import NAME_RE as _NAME_RE
-from edgefleet.sdk._tls import certificate_role, common_name
+from edgefleet.sdk.kit import NAME_RE as _NAME_RE
+from edgefleet.sdk.kit import certificate_role, common_name
 
 from ._errors import CloudError
 

@@ -8,9 +8,12 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from edgefleet.proto.v1 import common_pb2, fleet_pb2
 
-from ._store import Row
+from ._fleet_store import Row
+from ._shadow_gates import SHADOW_FIELDS
 
 __all__ = ["device_pb", "model_pb", "msg_dict", "pipelines_pb", "rollout_pb"]
+
+from ._camera_health import DEFAULT_CAMERA_GRACE_S, device_health
 
 
 def msg_dict(msg: Any) -> dict[str, Any]:
@@ -36,8 +39,14 @@ def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
     return [ParseDict(p, common_pb2.PipelineStatus(), ignore_unknown_fields=True) for p in rows]
 
 
-def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Device:
-    """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None."""
+def device_pb(
+    r: Row, *, online: bool, telemetry: Any = None, camera_grace_s: float = DEFAULT_CAMERA_GRACE_S
+) -> fleet_pb2.Device:
+    """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None. The health state is
+    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`)."""
+    state, detail = device_health(
+        r["pipelines"], online=online, reported=r.get("health_at", 0.0) > 0, grace_s=camera_grace_s
+    )
     msg = fleet_pb2.Device(
         device_id=r["device_id"],
         labels=r["labels"],
@@ -62,6 +71,8 @@ def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Devic
         ],
         health=ParseDict(r["health"], common_pb2.Health(), ignore_unknown_fields=True),
         last_event=r["last_event"],
+        health_state=state,
+        health_detail=detail,
     )
     if telemetry is not None:
         t = telemetry
@@ -83,7 +94,7 @@ def device_pb(r: Row, *, online: bool, telemetry: Any = None) -> fleet_pb2.Devic
 
 def rollout_pb(r: Row) -> fleet_pb2.Rollout:
     p = r["params"]
-    return fleet_pb2.Rollout(
+    out = fleet_pb2.Rollout(
         rollout_id=r["rollout_id"],
         model_ref=r["model_ref"],
         sha256=r["sha256"],
@@ -98,6 +109,8 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
         max_failure_ratio=p.get("max_failure_ratio", 0.0),
         min_fps=p.get("min_fps", 0.0),
         max_latency_ms=p.get("max_latency_ms", 0.0),
+        cameras_may_be_down=bool(p.get("cameras_may_be_down", False)),
+        camera_grace_s=float(p.get("camera_grace_s", 0.0)),
         devices=[
             fleet_pb2.RolloutDevice(
                 device_id=m["device_id"],
@@ -110,3 +123,6 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
             for m in r["devices"]
         ],
     )
+    for key in SHADOW_FIELDS:  # the shadow gates (0: not set)
+        setattr(out, key, int(p.get(key, 0)) if key == "shadow_min_frames" else float(p.get(key, 0.0)))
+    return out

@@ -1,17 +1,21 @@
-"""The controller's exception tree.
+"""The controller's exception tree. Its root derives from the SDK's, so a program (and the ``edgefleet``
+CLI) catches one class, :class:`edgefleet.sdk.EdgefleetError`, for every error edgefleet raises on purpose::
 
-::
-
-    CloudError                 root of every error edgefleet.cloud raises on purpose
-    ├── NotFoundError          a device, model or rollout does not exist
-    ├── ConflictError          the request contradicts the current state (e.g. resume a finished rollout)
-    ├── InvalidArgumentError   a request is malformed (bad selector, waves, model ref, artifact)
-    ├── RegistryError          an artifact was refused at push (hash, size, signature, manifest, model)
-    ├── DatabaseError          the database cannot be opened or migrated
-    └── ControllerUnavailableError  (CLI) the controller cannot be reached or timed out
+    EdgefleetError (edgefleet.sdk)
+    └── CloudError                 root of every error edgefleet.cloud raises on purpose
+        ├── NotFoundError          a device, model or rollout does not exist
+        ├── ConflictError          the request contradicts the current state (e.g. resume a finished rollout)
+        ├── InvalidArgumentError   a request or a setting is malformed (bad selector, waves, model ref, artifact)
+        │   ├── RegistryError          an artifact was refused at push (hash, size, signature, manifest, model)
+        │   └── SettingsError          the controller's settings (flags or --config file) are invalid
+        ├── DatabaseError          the database cannot be opened or migrated
+        ├── ControllerUnavailableError  (CLI) the controller cannot be reached or timed out
+        └── TelemetryIngestError   telemetry cannot be ingested or queried (``_telemetry/_errors.py``)
 """
 
 from __future__ import annotations
+
+from edgefleet.sdk import EdgefleetError
 
 __all__ = [
     "CloudError",
@@ -21,10 +25,11 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "RegistryError",
+    "SettingsError",
 ]
 
 
-class CloudError(Exception):
+class CloudError(EdgefleetError):
     """Root of every error edgefleet.cloud raises on purpose."""
 
 
@@ -51,3 +56,7 @@ class DatabaseError(CloudError):
 
 class ControllerUnavailableError(CloudError):
     """The controller cannot be reached, or did not answer within the deadline."""
+
+
+class SettingsError(InvalidArgumentError):
+    """The controller's settings are invalid: a flag, or a field of the ``--config`` file (named)."""

@@ -17,6 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
+from ._artifact_store import ArtifactStore
+from ._camera_health import camera_params
 from ._convert import device_pb, model_pb, rollout_pb
 from ._errors import (
     CloudError,
@@ -26,10 +28,10 @@ from ._errors import (
     NotFoundError,
     RegistryError,
 )
-from ._registry import ArtifactStore
+from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
-from ._store import Row, Store
+from ._shadow_gates import quality_baselines, shadow_params
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
 
 __all__ = ["FleetServicer"]
@@ -116,7 +118,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     async def _device_pb(self, r: Row) -> fleet_pb2.Device:
         tel = await self._telemetry_states(r["device_id"])
-        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
+        grace = self.settings.camera_grace_s
+        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]), camera_grace_s=grace)
 
     async def PushModel(
         self,
@@ -173,7 +176,15 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         rows = await self.store.call(self.store.list_devices, dict(request.selector))
         tel = await self._telemetry_states()
         return fleet_pb2.ListDevicesResponse(
-            devices=[device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"])) for r in rows]
+            devices=[
+                device_pb(
+                    r,
+                    online=self._online(r),
+                    telemetry=tel.get(r["device_id"]),
+                    camera_grace_s=self.settings.camera_grace_s,
+                )
+                for r in rows
+            ]
         )
 
     @_unary
@@ -205,9 +216,11 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             raise InvalidArgumentError("max failure ratio must be in [0, 1)")
         if not 0.0 <= request.health_window_s <= MAX_WINDOW_S:
             raise InvalidArgumentError(f"health window must be 0..{MAX_WINDOW_S:.0f} seconds")
-        for what, value in (("min fps", request.min_fps), ("max latency", request.max_latency_ms)):
+        gates = (("min fps", request.min_fps), ("max latency", request.max_latency_ms))
+        for what, value in (*gates, ("camera grace", request.camera_grace_s)):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
+        shadow = shadow_params(request)
         model = await self.store.call(self.store.model_by_ref, request.model_ref)
         devs = await self.store.call(self.store.list_devices, selector)
         if not devs:
@@ -241,6 +254,9 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             "max_failure_ratio": request.max_failure_ratio,
             "min_fps": request.min_fps,
             "max_latency_ms": request.max_latency_ms,
+            **shadow,
+            **camera_params(request.cameras_may_be_down, request.camera_grace_s),
+            **quality_baselines(shadow, devs, model["name"]),
         }
         row = {
             "rollout_id": rid,

@@ -73,11 +73,15 @@ class IngestCollector(Collector):
         yield up
 
 
-def serve_metrics(collector: Collector, listen: str) -> Callable[[], None]:
-    """Serve ``collector`` alone on ``http://host:port/metrics`` from a daemon thread; returns the stopper."""
+def serve_metrics(
+    collector: Collector, listen: str, registry: CollectorRegistry | None = None, *more: Collector
+) -> Callable[[], None]:
+    """Serve ``collector`` (and ``more``, and whatever ``registry`` already holds) on
+    ``http://host:port/metrics`` from a daemon thread; returns the stopper."""
     host, _, port = listen.rpartition(":")
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+    for c in (collector, *more):
+        registry.register(c)
     try:
         server, thread = start_http_server(int(port), host.strip("[]") or "127.0.0.1", registry=registry)
     except OSError as exc:

@@ -1,6 +1,6 @@
 """Render a Mosquitto (2.x) configuration for a fleet: a TLS listener that requires client certificates
 from the fleet CA, the certificate's common name as the MQTT username, and an ACL exact per role
-(``edgefleet.sdk._tls``: a device's CN is its id, every other role's ``<role>/<name>``):
+(``edgefleet.sdk.kit``: a device's CN is its id, every other role's ``<role>/<name>``):
 
 * a device may publish only its own ``status``, ``telemetry`` and ``events`` and read only its own
   ``ack`` (pattern rules on ``%u``, which for any other role would make topics of six levels or more:
@@ -26,8 +26,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgefleet.sdk._names import NAME_RE as _NAME_RE
-from edgefleet.sdk._tls import certificate_role, common_name
+from edgefleet.sdk.kit import NAME_RE as _NAME_RE
+from edgefleet.sdk.kit import certificate_role, common_name
 
 from ._certs import check_tls_files
 

@@ -30,8 +30,10 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._camera_health import DEFAULT_CAMERA_GRACE_S, camera_gate
 from ._errors import InvalidArgumentError
-from ._store import Row, Store, apply_command
+from ._fleet_store import Row, Store, apply_command
+from ._shadow_gates import quality_verdict
 
 __all__ = ["RolloutEngine", "new_rollout_id", "plan_waves", "validate_waves"]
 
@@ -109,7 +111,9 @@ def divergence(ro: Row, dev: Row, *, serving_only: bool = False) -> str:
     return ""
 
 
-def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, str]:  # noqa: PLR0911
+def health_verdict(  # noqa: PLR0911
+    ro: Row, dev: Row, swapped_at: float, camera_grace_s: float = DEFAULT_CAMERA_GRACE_S
+) -> tuple[bool | None, str]:
     """(True, "") healthy, (False, why) unhealthy, (None, "") no report since ``swapped_at`` yet."""
     if dev["health_at"] <= swapped_at:
         return None, ""
@@ -129,6 +133,14 @@ def health_verdict(ro: Row, dev: Row, swapped_at: float) -> tuple[bool | None, s
             return False, (
                 f"pipeline {p.get('name')} p95 {h.get('latency_p95_ms', 0.0):.1f} ms > {params['max_latency_ms']}"
             )
+        worse = quality_verdict(
+            params, p, ro["model_ref"], str(dev.get("device_id", ""))
+        )  # what it sees vs its own baseline (issue 22)
+        if worse:
+            return False, worse
+    cameras = camera_gate(pipes, params, camera_grace_s)
+    if cameras:
+        return False, cameras
     return True, ""
 
 
@@ -173,6 +185,7 @@ class RolloutEngine:
         retry_backoff_s: float = 5.0,
         retry_backoff_max_s: float = 300.0,
         reconcile_s: float = 2.0,
+        camera_grace_s: float = DEFAULT_CAMERA_GRACE_S,
     ) -> None:
         """``report_gap_s``: a member whose device sends no status report for this long during its window
         is ``unknown``. ``max_attempts``: commands per member and rollout, the first included; re-sends
@@ -182,6 +195,7 @@ class RolloutEngine:
         # ``TelemetryStore.health`` when the controller ingests telemetry; called on the database thread
         # (step() runs there), which is what ``health_async`` would do from the event loop.
         self.telemetry_health = telemetry_health
+        self.camera_grace_s = camera_grace_s  # the camera gate's grace when a rollout sets none
         self.store = store
         self.owner = owner
         self.notify = notify
@@ -345,7 +359,7 @@ class RolloutEngine:
         if silent > self.report_gap_s:
             self._unknown(ro, m, now, f"sent no status report for {silent:.0f} s of its health window")
             return
-        ok, why = health_verdict(ro, dev, since)
+        ok, why = health_verdict(ro, dev, since, self.camera_grace_s)
         if ok is not False and self.telemetry_health is not None:
             t_ok, t_why = telemetry_verdict(ro, self.telemetry_health(m["device_id"], since))
             if t_ok is False:

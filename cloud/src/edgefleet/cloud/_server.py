@@ -18,13 +18,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from edgefleet.proto.v1 import agent_pb2_grpc, fleet_pb2_grpc
 
 from ._agents import AgentHub, AgentServicer
+from ._artifact_store import ArtifactStore
 from ._errors import CloudError
 from ._fleet import FleetServicer
-from ._registry import ArtifactStore
+from ._fleet_store import Store
 from ._rollouts import RolloutEngine
 from ._settings import ControllerSettings
 from ._status_writer import StatusWriter
-from ._store import Store
 from ._telemetry import Ingester, TelemetryStore, parse_broker_url
 
 __all__ = ["Controller", "server_options", "serve"]
@@ -77,7 +77,7 @@ def _own_names(s: ControllerSettings) -> frozenset[str]:
     """The names of this controller's own certificates (MQTT and gRPC): no device has them, so telemetry
     under them did not come from a device. Refuses an MQTT certificate of another role, or one issued
     before roles were written into the common name (the broker's ACL would treat it as a device)."""
-    from edgefleet.sdk._tls import ROLES, certificate_role
+    from edgefleet.sdk.kit import ROLES, certificate_role
 
     names: set[str] = set()
     for flag, path in (("--mqtt-cert-file", s.mqtt_cert_file), ("--tls-cert", s.tls.cert if s.tls else None)):
@@ -135,14 +135,24 @@ class Controller:
             max_attempts=s.max_attempts,
             retry_backoff_s=s.retry_backoff_s,
             reconcile_s=s.reconcile_s,
+            camera_grace_s=s.camera_grace_s,
         )
         from ._auth import Authorizer, server_credentials
 
         self.status_writer = StatusWriter(self.store)
+        interceptors: list[Any] = [Authorizer(s.tls, s.admin_tokens)]
+        self._registry: Any = None
+        if s.metrics_listen:
+            from prometheus_client import CollectorRegistry
+
+            from ._controller_metrics import ControllerMetrics, RpcMetricsInterceptor
+
+            self._registry = CollectorRegistry(auto_describe=False)
+            metrics = ControllerMetrics(self._registry)
+            self.store.observe = metrics.observe_db
+            interceptors.append(RpcMetricsInterceptor(metrics))
         self.server = grpc.aio.server(
-            options=server_options(s),
-            maximum_concurrent_rpcs=10_000,
-            interceptors=[Authorizer(s.tls, s.admin_tokens)],
+            options=server_options(s), maximum_concurrent_rpcs=10_000, interceptors=interceptors
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
             AgentServicer(self.store, self.artifacts, self.hub, s, self.engine.wake, self.status_writer), self.server
@@ -165,11 +175,21 @@ class Controller:
         if s.mqtt_url:
             self._start_ingest()
         if s.metrics_listen:
+            from ._controller_metrics import ControllerCollector, controller_version
             from ._metrics import IngestCollector, serve_metrics
 
             ingester = self.ingester
             collector = IngestCollector(lambda: ingester.stats() if ingester is not None else None)
-            self._stack.callback(serve_metrics(collector, s.metrics_listen))
+            own = ControllerCollector(
+                self.hub.connected,
+                self.store.engine,
+                replica=s.replica_id,
+                version=controller_version(),
+                camera_grace_s=s.camera_grace_s,
+                stale_s=s.stale_s,
+                clock=self.store.clock,
+            )
+            self._stack.callback(serve_metrics(collector, s.metrics_listen, self._registry, own))
         forgotten = await self.store.call(self.store.forget_connections, s.replica_id)
         if forgotten:
             _log.info("marked %d device(s) of a previous run offline until they reconnect", forgotten)

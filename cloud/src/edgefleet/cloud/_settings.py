@@ -1,20 +1,22 @@
-"""The controller's settings (from ``edgefleet controller serve`` flags or a test)."""
+"""The controller's settings: a strict pydantic model (unknown fields refused, each field described),
+built from ``edgefleet controller serve`` flags, a ``--config`` YAML file (``_controller_file.py``) or a
+program. A value it cannot run on raises :class:`InvalidArgumentError` naming the setting; a value of the
+wrong type raises :class:`SettingsError` naming the field."""
 
 from __future__ import annotations
 
 import math
 import re
 import socket
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from edgefleet.sdk._address import host_port_problem
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 
-from ._errors import InvalidArgumentError
+from edgefleet.sdk.kit import format_validation_error, host_port_problem
 
-if TYPE_CHECKING:
-    from ._auth import TLSFiles
+from ._auth import TLSFiles
+from ._errors import InvalidArgumentError, SettingsError
 
 __all__ = ["MAX_WINDOW_S", "ControllerSettings"]
 
@@ -22,48 +24,63 @@ MAX_WINDOW_S = 7 * 24 * 3600.0  # the longest health window a rollout may watch 
 _KEY_ID = re.compile(r"[0-9a-f]{16}")
 
 
-@dataclass
-class ControllerSettings:
-    """Everything the controller needs; defaults suit one machine with SQLite."""
+class ControllerSettings(BaseModel):
+    """Everything the controller needs; defaults suit one machine with SQLite.
 
-    db_url: str = "sqlite:///edgefleet-controller/controller.db"
-    listen: str = "127.0.0.1:50051"
-    data_dir: Path = Path("edgefleet-controller")
-    trusted_keys: dict[str, Any] = field(default_factory=dict)  # key id -> Ed25519PublicKey
-    allow_unsigned: bool = False
-    replica_id: str = ""
-    status_interval_s: float = 5.0
-    tick_s: float = 0.5
-    sweep_s: float = 1.0
-    resend_s: float = 30.0  # repeat a command the agent has not finished (it ignores one in progress)
+    >>> ControllerSettings(listen="127.0.0.1:0", allow_unsigned=True).tick_s
+    0.5
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    db_url: str = Field("sqlite:///edgefleet-controller/controller.db", description="sqlite:///path or postgresql://…")
+    listen: str = Field("127.0.0.1:50051", description="host:port the gRPC server listens on (port 0: any free)")
+    data_dir: Path = Field(Path("edgefleet-controller"), description="the artifact store; shared between replicas")
+    trusted_keys: dict[str, Any] = Field(default_factory=dict, description="publisher key id -> Ed25519PublicKey")
+    allow_unsigned: bool = Field(False, description="accept unsigned packages (development only)")
+    replica_id: str = Field("", description="this replica's name (default host:port)")
+    status_interval_s: float = Field(5.0, description="seconds between agent status reports")
+    tick_s: float = Field(0.5, description="seconds between rollout engine steps")
+    sweep_s: float = Field(1.0, description="seconds between sweeps for offline devices")
+    resend_s: float = Field(30.0, description="repeat a command the agent has not finished after this long")
     # A device that comes back on (or reports) another version than it applied is re-sent its command under
     # a new id: at once, then after retry_backoff_s doubling (to 300 s), max_attempts commands in all.
-    max_attempts: int = 5
-    retry_backoff_s: float = 5.0
-    reconcile_s: float = 2.0  # how often completed rollouts' devices are checked against their desired state
-    lease_s: float = 10.0
-    stale_s: float = 30.0
-    hello_timeout_s: float = 10.0
-    default_health_window_s: float = 30.0
-    max_artifact_bytes: int = 2 << 30
-    max_message_bytes: int = 4 << 20
-    grace_s: float = 5.0
+    max_attempts: int = Field(5, description="commands sent to a device that does not converge, the first included")
+    retry_backoff_s: float = Field(5.0, description="seconds before the 2nd re-send; doubling to 300 s")
+    reconcile_s: float = Field(2.0, description="how often completed rollouts' devices are checked")
+    lease_s: float = Field(10.0, description="a replica's lease on a rollout, seconds")
+    stale_s: float = Field(30.0, description="a device silent this long is offline")
+    hello_timeout_s: float = Field(10.0, description="seconds an agent has to say hello")
+    default_health_window_s: float = Field(30.0, description="default per-device health window, seconds")
+    max_artifact_bytes: int = Field(2 << 30, description="largest artifact a push may upload")
+    max_message_bytes: int = Field(4 << 20, description="largest gRPC message")
+    grace_s: float = Field(5.0, description="seconds in-flight RPCs get at shutdown")
+    camera_grace_s: float = Field(
+        10.0, description="a camera not streaming this long makes its device degraded and fails a camera gate"
+    )
     # Telemetry ingest (docs/telemetry.md): None keeps the controller off MQTT; gates use status reports only.
-    mqtt_url: str | None = None  # mqtt://host:1883 or mqtts://user:pass@host:8883
-    mqtt_fleet: str | None = None  # ingest only this fleet (None: every fleet)
-    mqtt_ca_file: Path | None = None
-    mqtt_cert_file: Path | None = None
-    mqtt_key_file: Path | None = None
-    mqtt_share_group: str = "edgefleet-ingest"  # the ingest shared subscription's group (every replica the same)
-    metrics_listen: str | None = None  # host:port for Prometheus /metrics; None: off
-    tls: TLSFiles | None = None  # None: plain text (the CLI demands --insecure for that)
-    admin_tokens: tuple[str, ...] = ()  # accepted as "authorization: Bearer <token>" on FleetService
-    revoked_keys: frozenset[str] = frozenset()  # publisher key ids refused at push
+    mqtt_url: str | None = Field(None, description="mqtt://host:1883 or mqtts://user:pass@host:8883; None: no ingest")
+    mqtt_fleet: str | None = Field(None, description="ingest only this fleet (None: every fleet)")
+    mqtt_ca_file: Path | None = Field(None, description="CA of the broker's certificate (mqtts)")
+    mqtt_cert_file: Path | None = Field(None, description="client certificate for the broker")
+    mqtt_key_file: Path | None = Field(None, description="client key for the broker")
+    mqtt_share_group: str = Field("edgefleet-ingest", description="the ingest's shared-subscription group")
+    metrics_listen: str | None = Field(None, description="host:port for Prometheus /metrics; None: off")
+    tls: TLSFiles | None = Field(None, description="mTLS files; None: plain text (the CLI demands --insecure)")
+    admin_tokens: tuple[str, ...] = Field((), description='accepted as "authorization: Bearer <token>"')
+    revoked_keys: frozenset[str] = Field(frozenset(), description="publisher key ids refused at push")
 
-    def __post_init__(self) -> None:
-        self._check()
-        if not self.replica_id:
-            self.replica_id = f"{socket.gethostname()}:{self.listen.rsplit(':', 1)[-1]}"
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_error(cls, data: Any, handler: ModelWrapValidatorHandler[ControllerSettings]) -> ControllerSettings:
+        try:
+            settings = handler(data)
+        except ValidationError as exc:
+            raise SettingsError(format_validation_error(exc, "controller settings")) from None
+        settings._check()
+        if not settings.replica_id:
+            settings.replica_id = f"{socket.gethostname()}:{settings.listen.rsplit(':', 1)[-1]}"
+        return settings
 
     def _check(self) -> None:
         """Refuse values the controller cannot run on (a NaN interval, a port out of range) at start-up,
@@ -88,6 +105,8 @@ class ControllerSettings:
             )
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if not (math.isfinite(self.camera_grace_s) and self.camera_grace_s >= 0):
+            raise InvalidArgumentError(f"--camera-grace must be >= 0 seconds, got {self.camera_grace_s}")
         if not (math.isfinite(self.grace_s) and self.grace_s >= 0):
             raise InvalidArgumentError(f"grace_s must be >= 0 seconds, got {self.grace_s}")
         bad = sorted(k for k in self.revoked_keys if not _KEY_ID.fullmatch(k))

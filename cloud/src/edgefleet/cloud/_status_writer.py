@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ._errors import DatabaseError
-from ._store import Store
+from ._fleet_store import Store
 
 __all__ = ["StatusWriter"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgefleet.sdk._lazy import lazy_getattr
+from edgefleet.sdk.kit import distribution_version, lazy_getattr
 
 from ._errors import AgentConfigError, AgentError, ApplyError, ArtifactError
 
@@ -34,7 +34,7 @@ _LAZY = {
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
 
-__version__ = "0.1.0"
+__version__ = distribution_version("edgefleet-edge")
 
 __all__ = [
     "Agent",

@@ -21,7 +21,7 @@ from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig, key_id, load_public_key
-from edgefleet.sdk._address import can_probe, connect_problem
+from edgefleet.sdk.kit import can_probe, connect_problem, distribution_version
 
 from ._background import background_executor
 from ._caps import detect_capabilities
@@ -29,7 +29,7 @@ from ._config import AgentConfig
 from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
 from ._fetch import download
 from ._modelstore import ModelStore
-from ._runtime import PipelineHost
+from ._pipeline_host import PipelineHost
 from ._security import controller_channel
 from ._state import AgentState
 from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
@@ -37,7 +37,7 @@ from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
 __all__ = ["Agent", "load_trusted_keys"]
 
 _log = logging.getLogger(__name__)
-VERSION = "0.1.0"
+VERSION = distribution_version("edgefleet-edge")
 _STEPS = {
     "verify": agent_pb2.STEP_VERIFYING,
     "load": agent_pb2.STEP_LOADING,
@@ -48,7 +48,22 @@ _STEPS = {
     "rollback": agent_pb2.STEP_ROLLED_BACK,
     "done": agent_pb2.STEP_HEALTH,
     "failed": agent_pb2.STEP_GATE,
+    "shadow": agent_pb2.STEP_GATE,  # the shadow phase is a gate before the cut-over
 }
+
+
+def shadow_gate(apply: agent_pb2.ApplyModel) -> dict[str, Any] | None:
+    """``ApplyModel.shadow`` as ``ShadowGate`` fields (0: default or not checked); None: no shadow phase."""
+    if not apply.HasField("shadow"):
+        return None
+    g = apply.shadow
+    sampling = {k: v for k, v in (("sample_rate", g.sample_rate), ("max_busy", g.max_busy)) if v > 0}
+    gate: dict[str, Any] = {"shadow": sampling}
+    for key in ("min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change"):
+        value = getattr(g, key)
+        if value > 0:
+            gate[key] = value
+    return gate
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
@@ -387,7 +402,7 @@ class Agent:
                     # not an outcome: the command runs again when the controller repeats it
                     self.event(cid, agent_pb2.STEP_DOWNLOADING, f"{exc}; will resume")
                     return
-                except (AgentError, EdgefleetError) as exc:
+                except EdgefleetError as exc:  # AgentError too
                     ok, message, ref = False, str(exc), self._serving_ref(cmd)
                     _log.warning("command %s refused: %s", cid, message)
                     self._report_error("command", f"{cid}: {message}")
@@ -476,8 +491,11 @@ class Agent:
             before_ref = before.ref if before else h.ref
             self._swap_event(h.name, SwapPhase.PHASE_STARTED, before_ref, ref, rollout_id=rollout_id)
             t0 = time.perf_counter()
-            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid))
+            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid), shadow_gate(apply))
             took = time.perf_counter() - t0
+            kpis = {k: v for k, v in outcome.metrics.items() if k.startswith("shadow_")}
+            if kpis:  # the shadow phase's agreement, passed or not, for the controller's record
+                self.event(cid, agent_pb2.STEP_GATE, f"{h.name}: shadow agreement of {ref}", metrics=kpis)
             if not outcome.ok:
                 why = f"refused at {outcome.stage}: {outcome.error}"
                 self._swap_event(

@@ -6,12 +6,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from edgefleet.sdk import PipelineConfig
-from edgefleet.sdk._address import host_port_problem
-from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import host_port_problem, load_yaml_mapping, validate_mapping
 
 from ._errors import AgentConfigError
 from ._telemetry._config import TelemetryConfig, agent_section
@@ -199,22 +198,9 @@ def _resolve_source(text: str, base: Path) -> str:
 
 def load_agent_config(path: Path) -> AgentConfig:
     """Read and validate agent.yaml; errors name the file and the field."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AgentConfigError(f"{path}: no such config file") from None
-    except UnicodeDecodeError:
-        raise AgentConfigError(f"{path}: not a YAML file (not UTF-8 text)") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise AgentConfigError(f"{path}: cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise AgentConfigError(f"{path}: expected a mapping at the top level")
+    data = load_yaml_mapping(path, AgentConfigError)
     try:
         resolved = _resolve(data, path.parent)
     except ValueError as exc:
         raise AgentConfigError(f"{path}: {exc}") from None
-    try:
-        return AgentConfig.model_validate(resolved)
-    except ValidationError as exc:
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
-        raise AgentConfigError(f"{path}: " + "; ".join(parts)) from None
+    return validate_mapping(AgentConfig, resolved, str(path), AgentConfigError)

@@ -10,6 +10,8 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgefleet.sdk.kit import set_log_fields
+
 from ._agent import Agent
 from ._config import AgentConfig, load_agent_config
 from ._errors import AgentError
@@ -23,6 +25,7 @@ _log = logging.getLogger(__name__)
 def run_agent(config_path: Path) -> None:
     """Run until SIGINT/SIGTERM (blocking)."""
     config = load_agent_config(config_path)
+    set_log_fields(device=config.device_id)  # on every log line (when the command line installed the filter)
     with _state_dir_lock(config.state_dir):
         _run(config)
 

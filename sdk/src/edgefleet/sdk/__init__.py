@@ -16,7 +16,8 @@ for pydantic, numpy and every submodule up front.
 from __future__ import annotations
 
 from ._lazy import attach_stub
+from ._version import distribution_version
 
-__version__ = "0.1.0"
+__version__ = distribution_version("edgefleet-sdk")
 
 __getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -41,6 +41,8 @@ from ._errors import SignatureError as SignatureError
 from ._errors import SinkError as SinkError
 from ._errors import SourceError as SourceError
 from ._frames import Frame as Frame
+from ._health import CameraState as CameraState
+from ._health import HealthReason as HealthReason
 from ._manifest import Manifest as Manifest
 from ._manifest import read_manifest as read_manifest
 from ._metrics import PipelineStats as PipelineStats
@@ -54,6 +56,7 @@ from ._packaging import pack_package as pack_package
 from ._packaging import quantize_package as quantize_package
 from ._packaging import verify_package as verify_package
 from ._pipeline import Pipeline as Pipeline
+from ._quality import VersionQuality as VersionQuality
 from ._redact import redact_uri as redact_uri
 from ._results import AnalyticsEvent as AnalyticsEvent
 from ._results import Classification as Classification
@@ -63,6 +66,10 @@ from ._results import Keypoint as Keypoint
 from ._results import Mask as Mask
 from ._results import RegionCounts as RegionCounts
 from ._results import Result as Result
+from ._shadow import ShadowConfig as ShadowConfig
+from ._shadow import ShadowGate as ShadowGate
+from ._shadow import ShadowRun as ShadowRun
+from ._shadow_kpis import Agreement as Agreement
 from ._signing import generate_signing_key as generate_signing_key
 from ._signing import key_id as key_id
 from ._signing import load_private_key as load_private_key
@@ -75,6 +82,7 @@ from ._sinks import SinkConfig as SinkConfig
 from ._sinks import SinkContext as SinkContext
 from ._sinks import VideoSink as VideoSink
 from ._sinks import register_sink as register_sink
+from ._source_watch import SourceTimeout as SourceTimeout
 from ._sources import Source as Source
 from ._sources import SourceConfig as SourceConfig
 from ._sources import SourceSpec as SourceSpec

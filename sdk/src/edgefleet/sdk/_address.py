@@ -7,7 +7,15 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-__all__ = ["GRPC_TARGET_SCHEMES", "can_probe", "connect_problem", "host_port_problem", "tcp_problem"]
+__all__ = [
+    "GRPC_TARGET_SCHEMES",
+    "TcpProblem",
+    "can_probe",
+    "connect_problem",
+    "host_port_problem",
+    "tcp_failure",
+    "tcp_problem",
+]
 
 GRPC_TARGET_SCHEMES = ("dns:", "unix:", "ipv4:", "ipv6:")  # gRPC target names, taken as they are
 
@@ -81,22 +89,31 @@ def connect_problem(address: str, timeout_s: float = 2.0) -> str | None:
     return tcp_problem(*hp, timeout_s)
 
 
+TcpProblem = tuple[str, str]  # (kind: "dns", "refused", "timeout" or "unreachable"; the sentence)
+
+
 def tcp_problem(host: str, port: int, timeout_s: float = 2.0) -> str | None:
     """Why a TCP connection to ``host``:``port`` cannot be opened (the name does not resolve, connection
     refused, no answer within ``timeout_s``), or None when it can. Shared by the controller probe above and
     the network cameras' "stream cannot be opened" message. Blocks: call it off an event loop."""
+    failure = tcp_failure(host, port, timeout_s)
+    return None if failure is None else failure[1]
+
+
+def tcp_failure(host: str, port: int, timeout_s: float = 2.0) -> TcpProblem | None:
+    """:func:`tcp_problem` with its kind: ``("dns" | "refused" | "timeout" | "unreachable", sentence)``."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         if exc.errno == socket.EAI_AGAIN:
-            return f"the name {host!r} cannot be resolved now ({exc.strerror}; is DNS reachable?)"
-        return f"the name {host!r} does not resolve ({exc.strerror})"
+            return "dns", f"the name {host!r} cannot be resolved now ({exc.strerror}; is DNS reachable?)"
+        return "dns", f"the name {host!r} does not resolve ({exc.strerror})"
     except (OSError, UnicodeError) as exc:
-        return f"the name {host!r} does not resolve ({exc})"
+        return "dns", f"the name {host!r} does not resolve ({exc})"
     return _tcp_problem(host, port, [(info[0], info[4]) for info in infos], timeout_s)
 
 
-def _tcp_problem(host: str, port: int, addresses: list[tuple[int, Any]], timeout_s: float) -> str | None:
+def _tcp_problem(host: str, port: int, addresses: list[tuple[int, Any]], timeout_s: float) -> TcpProblem | None:
     """None when one of ``addresses`` (family, socket address) accepts a TCP connection; otherwise the most
     telling failure: refused before no answer before anything else."""
     refused, timed_out, other = False, False, ""
@@ -114,7 +131,8 @@ def _tcp_problem(host: str, port: int, addresses: list[tuple[int, Any]], timeout
             else:
                 return None
     if refused:
-        return f"connection refused (nothing listens on {host} port {port})"
+        return "refused", f"connection refused (nothing listens on {host} port {port})"
     if timed_out:
-        return f"no answer from {host} port {port} within {timeout_s:g} s (host down, or a firewall dropping packets?)"
-    return f"cannot connect to {host} port {port}: {other or 'no address'}"
+        why = f"no answer from {host} port {port} within {timeout_s:g} s (host down, or a firewall dropping packets?)"
+        return "timeout", why
+    return "unreachable", f"cannot connect to {host} port {port}: {other or 'no address'}"

@@ -6,15 +6,14 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
 
 from ._analytics import ANALYTICS, AnalyticsConfig
 from ._backends import BACKENDS, BackendConfig, OnnxRuntimeConfig, TensorRTConfig
 from ._errors import ConfigError
 from ._sinks import SINKS, SinkConfig
 from ._sources import SOURCES, SourceConfig
-from ._validation import format_validation_error
+from ._yaml import load_yaml_mapping, validate_mapping
 
 __all__ = [
     "BackendConfig",
@@ -66,6 +65,12 @@ class PipelineConfig(_Strict):
     score_threshold: float | None = Field(None, ge=0, le=1, description="Overrides the manifest's")
     iou_threshold: float | None = Field(None, ge=0, le=1)
     max_frames: int | None = Field(None, ge=1, description="Stop each source after this many frames")
+    source_timeout_s: float = Field(
+        0.0,
+        ge=0,
+        le=86_400,
+        description="Fail when no source has delivered a frame this many seconds after the start (0: wait for ever)",
+    )
     sinks: tuple[Annotated[SerializeAsAny[SinkConfig], SINKS.validator], ...] = Field(
         (), description="Where results go: {type: jsonl|video|<plugin>, ...}"
     )
@@ -108,17 +113,4 @@ class PipelineConfig(_Strict):
 
 def load_pipeline_config(path: Path) -> PipelineConfig:
     """Read a YAML pipeline config; errors name the file and the field."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a YAML file (not UTF-8 text)") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    try:
-        return PipelineConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, str(path))) from None
+    return validate_mapping(PipelineConfig, load_yaml_mapping(path, ConfigError), str(path), ConfigError)

@@ -33,6 +33,7 @@ from ._errors import PipelineError
 from ._flow import END, Batch, Flow
 from ._metrics import CopyCounter, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot
+from ._quality import QualityMeter
 from ._results import Result
 from ._sinks import Sink
 from ._stages import rerun
@@ -57,7 +58,7 @@ class _Decoded:
 
 
 class ResultStage:
-    """Delivers every frame's result exactly once, in formation order (one thread)."""
+    """Delivers every frame's result exactly once, in formation order (one thread, or two: see the module)."""
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class ResultStage:
         self.results = results  # None: results go to the sinks only (a callback pipeline)
         self.keep_raw = keep_raw
         self.labels: Counter[str] = Counter()
+        self.quality = QualityMeter()  # per-version KPIs of what was delivered
         self.finished_at: float | None = None
         self._serving = serving  # the version of the last batch decoded (the analytics opened on it)
         # decode thread → result thread, when analytics stages run on a thread of their own
@@ -242,12 +244,16 @@ class ResultStage:
         """The analytics stages, then the sinks and ``results()``, for one decoded batch."""
         batch, results = item.batch, item.results
         model = batch.model
+        shadow = self.swapper.shadow
+        if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
+            shadow.observe(results)
         if self.analytics:
             t0 = time.perf_counter()
             if item.change is not None:
                 self.analytics.change(item.change)
             results = self.analytics.process(results)
             self.stages["analytics"].record(time.perf_counter() - t0, len(batch.frames))
+        self.quality.add(model.ref, results)
         t1 = time.perf_counter()
         for frame, result in zip(batch.frames, results, strict=True):
             for det in result.detections:
@@ -256,7 +262,7 @@ class ResultStage:
                 sink.write(result, frame)
             stream = self.streams[frame.stream_id]
             stream.results.add()
-            stream.latency.add(result.latency_ms)
+            stream.observe_latency(result.latency_ms)
             stream.model_ref = model.ref
             self.stages["end_to_end"].record(time.monotonic() - frame.captured)
             if self.results is not None and not self.flow.put(self.results, result):

@@ -17,6 +17,7 @@ from typing import Any
 from ._backends import InputBuffer
 from ._errors import PipelineError
 from ._frames import Frame
+from ._log_context import bind
 from ._model import LoadedModel, ModelLease
 from ._redact import redact
 from ._transform import Transform
@@ -57,7 +58,8 @@ class Batch:
 class Flow:
     """The flags and the first failure of one pipeline run."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "default") -> None:
+        self.name = name  # the pipeline's, on the log lines of its threads
         self.stop_sources = threading.Event()  # sources stop reading; what was read is still delivered
         self.abort = threading.Event()  # every stage stops now
         self.done = threading.Event()  # every result delivered, or the run failed
@@ -72,12 +74,14 @@ class Flow:
     def failed(self) -> bool:
         return self._error is not None
 
-    def fail(self, stage: str, exc: BaseException) -> None:
-        """Record the first failure and stop everything."""
+    def fail(self, stage: str, exc: BaseException, *, log: bool = True) -> None:
+        """Record the first failure and stop everything (``log``: say so at ERROR; False when the caller
+        reports it itself, as one line on the command line)."""
         with self._lock:
             if self._error is None:
                 self._error = (stage, exc)
-                _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
+                if log:
+                    _log.error("%s failed: %s", stage, redact(str(exc)) or type(exc).__name__)
         self.stop_sources.set()
         self.abort.set()
         self.done.set()
@@ -92,6 +96,7 @@ class Flow:
         """``fn`` for a stage thread: what it raises fails the pipeline as stage ``name``."""
 
         def run() -> None:
+            bind(pipeline=self.name)
             try:
                 fn()
             except BaseException as exc:

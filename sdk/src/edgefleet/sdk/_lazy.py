@@ -33,12 +33,13 @@ def lazy_getattr(package: str, exports: Mapping[str, str]) -> Callable[[str], An
 
 
 def stub_exports(stub: Path) -> dict[str, str]:
-    """``{name: relative module}`` for every ``from .module import name`` in a stub file."""
+    """``{name: relative module}`` for every ``from .module import name`` (or ``from ..module``) in a stub
+    file."""
     exports: dict[str, str] = {}
     for node in ast.parse(stub.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and node.module:
             for alias in node.names:
-                exports[alias.asname or alias.name] = f".{node.module}"
+                exports[alias.asname or alias.name] = "." * node.level + node.module
     return exports
 
 

@@ -20,6 +20,7 @@ from ._errors import ManifestError
 from ._names import NAME_RE as _NAME_RE
 from ._registry import PluginConfig, registry
 from ._validation import format_validation_error
+from ._yaml import yaml_problem
 
 __all__ = [
     "FORMAT",
@@ -360,5 +361,5 @@ def read_manifest(path: Path) -> Manifest:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+        raise ManifestError(f"{path}: {yaml_problem(exc)}") from None
     return parse_manifest(data, str(path))

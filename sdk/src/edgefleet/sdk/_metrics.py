@@ -10,6 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from ._health import CameraState, HealthReason, SourceHealth
+from ._histogram import HistogramSnapshot, LatencyHistogram
+from ._quality import VersionQuality
+
+#: Record per-camera health and latency histograms per frame (the default). False: the code path before
+#: them, kept as a switch for ``tools/bench/health_overhead.py``, which measures both in one run.
+TRACKING = True
+
 __all__ = [
     "CopyCounter",
     "LatencyWindow",
@@ -114,22 +122,30 @@ class StageMetrics:
         self.name = name
         self.latency = LatencyWindow()
         self.items = RateMeter()
+        self.histogram = LatencyHistogram() if TRACKING else None
 
     def record(self, seconds: float, items: int = 1) -> None:
         self.latency.add(seconds * 1000.0)
         self.items.add(items)
+        if self.histogram is not None:
+            self.histogram.observe(seconds)
 
     def snapshot(self) -> StageStats:
         p50, p95, p99 = self.latency.percentiles()
-        return StageStats(self.name, self.items.total, self.items.rate(), p50, p95, p99)
+        hist = self.histogram.snapshot() if self.histogram is not None else None
+        return StageStats(self.name, self.items.total, self.items.rate(), p50, p95, p99, hist)
 
 
 class StreamMetrics:
     """Per-stream counters. Writers: the stream's reader thread and the result stage."""
 
-    def __init__(self, stream_id: str, live: bool) -> None:
+    def __init__(self, stream_id: str, live: bool, stall_s: float = 5.0) -> None:
         self.stream_id = stream_id
         self.live = live
+        #: the stream's state machine (connecting, streaming, stalled, reconnecting, failed, ended)
+        self.health = SourceHealth(stall_s)
+        self.tracking = TRACKING  # False: no health per frame, no histogram (the benchmark's old path)
+        self.latency_histogram = LatencyHistogram() if TRACKING else None
         self.frames_in = RateMeter()
         self.results = RateMeter()
         self.dropped = 0
@@ -148,6 +164,12 @@ class StreamMetrics:
         self.recent_error: tuple[str, float] | None = None
         self.model_ref: str | None = None
 
+    def observe_latency(self, ms: float) -> None:
+        """One result's capture-to-result latency."""
+        self.latency.add(ms)
+        if self.latency_histogram is not None:
+            self.latency_histogram.observe(ms / 1000.0)
+
     def set_error(self, text: str) -> None:
         """The stream is failing now, for ``text`` (already redacted)."""
         self.recent_error = (text, time.time())
@@ -160,6 +182,7 @@ class StreamMetrics:
     def snapshot(self) -> StreamStats:
         p50, p95, p99 = self.latency.percentiles()
         recent = self.recent_error
+        health = self.health.snapshot()
         return StreamStats(
             stream_id=self.stream_id,
             live=self.live,
@@ -182,6 +205,11 @@ class StreamMetrics:
             recent_error=recent[0] if recent else None,
             recent_error_at=recent[1] if recent else None,
             skipped=self.skipped,
+            state=health.state,
+            reason=health.reason,
+            state_since=health.since,
+            state_seconds=round(health.seconds, 3),
+            latency_histogram=self.latency_histogram.snapshot() if self.latency_histogram is not None else None,
         )
 
 
@@ -193,6 +221,7 @@ class StageStats:
     p50_ms: float
     p95_ms: float
     p99_ms: float
+    histogram: HistogramSnapshot | None = None  # every item's latency in seconds, cumulative buckets
 
 
 @dataclass(frozen=True)
@@ -203,6 +232,10 @@ class StreamStats:
     dropped and came back reads as healthy again. What went wrong last stays in ``recent_error`` (its
     time in ``recent_error_at``, Unix seconds) after the stream recovers; ``outages``, ``reconnects`` and
     ``outage_seconds`` count every loss.
+
+    ``state`` is the stream's health (:class:`~edgefleet.sdk.CameraState`), ``reason`` why it is not
+    streaming (:class:`~edgefleet.sdk.HealthReason`, None while it streams), ``state_since`` when it
+    entered that state (Unix seconds) and ``state_seconds`` how long it has been in it.
     """
 
     stream_id: str
@@ -226,6 +259,11 @@ class StreamStats:
     recent_error: str | None = None  # the latest error, kept after the stream recovers
     recent_error_at: float | None = None  # when recent_error happened (Unix time, seconds)
     skipped: int = 0  # files an image folder passed over (unreadable, or not images), one warning each
+    state: CameraState = CameraState.CONNECTING
+    reason: HealthReason | None = None
+    state_since: float = 0.0
+    state_seconds: float = 0.0
+    latency_histogram: HistogramSnapshot | None = None  # capture-to-result, seconds, cumulative buckets
 
 
 @dataclass(frozen=True)
@@ -248,6 +286,8 @@ class PipelineStats:
     detections_by_label: dict[str, int] = field(default_factory=dict)
     #: each analytics stage's counters (``AnalyticsStage.stats``), by stage name
     analytics: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    #: what the serving version and the one before it saw (``_quality``), by model ref, oldest first
+    quality: dict[str, VersionQuality] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

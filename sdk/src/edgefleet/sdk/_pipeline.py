@@ -37,9 +37,11 @@ from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
+from ._shadow import ShadowConfig, ShadowGate, ShadowRun, model_labels, shadow_config
 from ._signing import PublicKey
 from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
+from ._source_watch import watch_first_frames
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
 from ._stages import BatchStage, InferStage
@@ -65,6 +67,10 @@ class Pipeline:
 
     or pass ``on_result=`` and call :meth:`run`, which blocks until every finite source has ended (or
     :meth:`stop` is called) and returns the final :class:`PipelineStats`.
+
+    Each stream's health is in ``stats().streams[id].state`` (streaming, reconnecting, ... with a
+    ``reason``); ``source_timeout_s=30`` fails the run (:class:`~edgefleet.sdk.SourceTimeout` as the cause of
+    the :class:`PipelineError`) when no source has delivered a frame 30 s after the start.
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class Pipeline:
         score_threshold: float | None = None,
         iou_threshold: float | None = None,
         max_frames: int | None = None,
+        source_timeout_s: float = 0.0,
         keep_raw: bool = False,
         infer_workers: int | None = None,
         analytics_thread: bool = True,
@@ -110,6 +117,7 @@ class Pipeline:
             score_threshold=score_threshold,
             iou_threshold=iou_threshold,
             max_frames=max_frames,
+            source_timeout_s=source_timeout_s,
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
@@ -145,7 +153,7 @@ class Pipeline:
             if v is not None
         }
 
-        self._flow = Flow()
+        self._flow = Flow(name)
         self._cond = threading.Condition()
         self._q_infer: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._q_post: queue.Queue[Any] = queue.Queue(maxsize=2)
@@ -188,6 +196,7 @@ class Pipeline:
             score_threshold=config.score_threshold,
             iou_threshold=config.iou_threshold,
             max_frames=config.max_frames,
+            source_timeout_s=config.source_timeout_s,
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             analytics_thread=config.analytics_thread,
@@ -296,13 +305,15 @@ class Pipeline:
             r.start()
         for t in self._threads:
             t.start()
+        watch_first_frames(self._flow, lambda: self._streams, self.config.source_timeout_s)
         return self
 
     def _start_sources(self, model: LoadedModel, allocator: Any) -> None:
         """One runner per source (not started yet), each with its frame pool."""
         hold = any(s.needs_pixels for s in self._sinks)
         for spec in self._specs:
-            metrics = StreamMetrics(spec.stream_id, spec.live)
+            stall_s = spec.config.stall_s if spec.config is not None else 5.0
+            metrics = StreamMetrics(spec.stream_id, spec.live, stall_s if spec.live else float("inf"))
             metrics.model_ref = model.ref
             self._streams[spec.stream_id] = metrics
             policy = OverflowPolicy.DROP_OLDEST if spec.live else OverflowPolicy.BLOCK
@@ -324,6 +335,7 @@ class Pipeline:
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
                 max_frames=self.config.max_frames,
+                pipeline=self._flow.name,
             )
             self._runners.append(runner)
 
@@ -448,6 +460,7 @@ class Pipeline:
         progress: Callable[[SwapEvent], None] | None = None,
         trusted_keys: Mapping[str, PublicKey] | None = None,
         require_signature: bool = False,
+        shadow: ShadowGate | Mapping[str, Any] | None = None,
     ) -> SwapReport:
         """Hot-swap the serving model without dropping a frame (see ``edgefleet.sdk._swap``).
 
@@ -459,6 +472,11 @@ class Pipeline:
         (:class:`PipelineError`), an argument of the wrong type (``TypeError``) or out of range
         (:class:`ConfigError`). During ``health_window_s`` the previous version stays loaded and a failing
         batch rolls back automatically; :meth:`rollback` does it on demand.
+
+        ``shadow`` (a :class:`ShadowGate` or its mapping) adds a shadow phase after the gate and before the
+        cut-over: the new version runs beside the serving one on sampled live frames until enough were
+        compared, and agreement below the gate's limits refuses it (stage ``shadow``, the failing KPI in
+        ``report.error``, every KPI in ``report.shadow``).
 
         Example::
 
@@ -476,7 +494,41 @@ class Pipeline:
             progress=progress,
             trusted_keys=trusted_keys,
             require_signature=require_signature,
+            shadow=shadow,
         )
+
+    def shadow(
+        self, package: str | os.PathLike[str] | ModelPackage, config: ShadowConfig | Mapping[str, Any] | None = None
+    ) -> ShadowRun:
+        """Run ``package`` in shadow beside the serving model on sampled live frames (see
+        ``edgefleet.sdk._shadow``); its results reach no sink. Read ``run.agreement()`` any time and end it
+        with ``run.stop()`` (which returns the final agreement); closing the pipeline ends it too.
+
+        Example::
+
+            run = pipeline.shadow("models/nanodet-m-v2", {"sample_rate": 0.1})
+            time.sleep(30)
+            print(run.stop().f1)
+        """
+        if self._state != "running":
+            raise PipelineError(f"cannot run a shadow beside a pipeline that is {self._state}")
+        if self._swapper.shadow is not None and self._swapper.shadow.running:
+            raise PipelineError(f"{self._swapper.shadow.ref} is in shadow already; stop it first")
+        cfg = shadow_config(config)
+        package = package if isinstance(package, ModelPackage) else load_package(package)
+        model = load_model(
+            package,
+            self._backend_cfg,
+            device=self._device,
+            max_batch=1,
+            overrides=self.overrides,
+            copies=self.copies,
+            buffers=2,
+            gpu_filters=not self.config.keep_raw,
+        )
+        run = ShadowRun(model, model_labels(self.slot.current), cfg, self.copies, close_model=True)
+        self._swapper.shadow = run.start()
+        return run
 
     def rollback(self, reason: str = "requested") -> SwapReport:
         """Return to the previous version while it is still kept (during the health window)."""
@@ -524,6 +576,7 @@ class Pipeline:
             model=model,
             detections_by_label=dict(post.labels.most_common()) if post is not None else {},
             analytics=post.analytics.stats() if post is not None else {},
+            quality=post.quality.snapshot() if post is not None else {},
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:

@@ -80,10 +80,13 @@ class BatchStage:
         formed = time.monotonic()
         batch = Batch(frames, lease, buffer, [], formed, self.batches)
         swapper = self.swapper
+        shadow = swapper.shadow
         for f in frames:
             self._queue.record(formed - f.captured)
             if swapper.sampling:
                 swapper.offer_sample(f.image)
+            if shadow is not None:
+                shadow.offer(f)
         t0 = time.perf_counter()
         try:
             for i, f in enumerate(frames):

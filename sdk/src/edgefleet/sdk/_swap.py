@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import ValidationError
 
 from ._backends import BackendConfig
 from ._config import PipelineConfig
@@ -30,10 +31,12 @@ from ._errors import ConfigError, EdgefleetError, ModelPackageError
 from ._metrics import CopyCounter, LatencyWindow
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
+from ._shadow import ShadowGate, ShadowRun, model_labels
 from ._signing import PublicKey
 from ._sparse import all_finite
+from ._validation import format_validation_error
 
-__all__ = ["SwapEvent", "SwapHost", "SwapReport", "Swapper"]
+__all__ = ["SwapEvent", "SwapHost", "SwapReport", "Swapper", "shadow_gate"]
 
 _log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ _log = logging.getLogger(__name__)
 class SwapEvent:
     """One step of a swap, for progress callbacks and telemetry."""
 
-    stage: str  # verify | load | warmup | gate | cutover | health | rollback | done | failed
+    stage: str  # verify | load | warmup | gate | shadow | cutover | health | rollback | done | failed
     message: str
     ref: str
     at: float = field(default_factory=time.time)
@@ -66,6 +69,8 @@ class SwapReport:
     cutover_at: float | None = None
     warmup_frames: int = 0
     events: list[SwapEvent] = field(default_factory=list)
+    #: the shadow phase's agreement KPIs (``Agreement.to_dict()``) when the swap had one
+    shadow: dict[str, Any] | None = None
 
 
 class _Health:
@@ -115,6 +120,7 @@ class Swapper:
         self._sampled = threading.Event()
         self._timer: threading.Timer | None = None
         self._rejected: list[LoadedModel] = []  # rolled back: in-flight batches bound to them are re-run
+        self.shadow: ShadowRun | None = None  # a candidate in shadow (read by the batch and result threads)
         self.history: list[SwapEvent] = []
         self.swaps = 0
         self.rollbacks = 0
@@ -215,6 +221,7 @@ class Swapper:
         progress: Callable[[SwapEvent], None] | None,
         trusted_keys: Mapping[str, PublicKey] | None = None,
         require_signature: bool = False,
+        shadow: ShadowGate | Mapping[str, Any] | None = None,
     ) -> SwapReport:
         """``Pipeline.swap_model``: check the arguments (misuse raises), load and verify a path (a package
         that does not verify is a refused report, stage ``verify``), then :meth:`swap`."""
@@ -229,6 +236,7 @@ class Swapper:
                 raise ConfigError(f"{name} must be a finite number >= {low:g}, got {value!r}")
         if isinstance(warmup_frames, bool) or not isinstance(warmup_frames, int) or warmup_frames < 0:
             raise ConfigError(f"warmup_frames must be an integer >= 0, got {warmup_frames!r}")
+        gate = shadow_gate(shadow)
         if trusted_keys is not None and not isinstance(trusted_keys, Mapping):
             raise TypeError(
                 f"trusted_keys must be a mapping of key id to public key, not {type(trusted_keys).__name__}"
@@ -249,6 +257,7 @@ class Swapper:
             warmup_frames=warmup_frames,
             sample_timeout_s=sample_timeout_s,
             progress=progress,
+            shadow=gate,
         )
 
     def swap(
@@ -260,6 +269,7 @@ class Swapper:
         warmup_frames: int,
         sample_timeout_s: float,
         progress: Callable[[SwapEvent], None] | None,
+        shadow: ShadowGate | None = None,
     ) -> SwapReport:
         with self._lock:
             self._finish_health()  # a new swap ends the previous health window
@@ -287,6 +297,8 @@ class Swapper:
             report.load_ms = (time.perf_counter() - t0) * 1000.0
             try:
                 ok = self._warm_and_gate(new, report, latency_budget_ms, warmup_frames, sample_timeout_s, progress)
+                if ok and shadow is not None:
+                    ok = self._shadow_phase(new, shadow, report, progress)
             except BaseException:
                 new.close()
                 raise
@@ -356,6 +368,40 @@ class Swapper:
         if reason is not None:
             return self._refuse(report, report.stage, reason, progress).ok
         self._emit(SwapEvent("gate", f"passed (warm-up {report.warmup_ms:.1f} ms)", new.ref), progress, report)
+        return True
+
+    def _shadow_phase(
+        self, new: LoadedModel, gate: ShadowGate, report: SwapReport, progress: Callable[[SwapEvent], None] | None
+    ) -> bool:
+        """Run ``new`` in shadow beside the serving version until ``gate.min_frames`` frames were compared
+        (or ``gate.max_s``), then judge the agreement; False: refused (stage ``shadow``)."""
+        report.stage = "shadow"
+        if self.shadow is not None and self.shadow.running:
+            return self._refuse(report, "shadow", f"{self.shadow.ref} is in shadow already", progress).ok
+        cfg = gate.shadow
+        note = (
+            f"in shadow on {cfg.sample_rate:.3g} of frames until {gate.min_frames} compared (at most {gate.max_s:g} s)"
+        )
+        self._emit(SwapEvent("shadow", note, new.ref), progress, report)
+        run = ShadowRun(new, model_labels(self.p.slot.current), cfg, self.p.copies, close_model=False).start()
+        self.shadow = run
+        try:
+            run.wait_frames(gate.min_frames, gate.max_s)
+        finally:
+            self.shadow = None
+            agreement = run.stop()
+        report.shadow = agreement.to_dict()
+        failures = gate.failures(agreement)
+        if run.failed:
+            failures.append(f"shadow inference failed on {run.failed} frame(s): {run.error}")
+        if failures:
+            return self._refuse(report, "shadow", "shadow gate: " + "; ".join(failures), progress).ok
+        a = agreement
+        summary = (
+            f"passed: f1 {a.f1:.3f}, class mix shift {a.class_mix_shift:.3f}, detection rate change "
+            f"{a.detection_rate_change:+.3f} over {a.frames} frames (shared labels: {len(a.shared_labels)})"
+        )
+        self._emit(SwapEvent("shadow", summary, new.ref), progress, report)
         return True
 
     def _gate(
@@ -450,8 +496,23 @@ class Swapper:
             )
 
     def close(self) -> None:
+        run, self.shadow = self.shadow, None
+        if run is not None:
+            run.stop()
         self._cancel_timer()
         with self._state:
             h, self._health = self._health, None
         if h is not None:
             self.p.slot.retire(h.previous)
+
+
+def shadow_gate(value: ShadowGate | Mapping[str, Any] | None) -> ShadowGate | None:
+    """A swap's ``shadow`` argument as a :class:`ShadowGate` (a mapping is validated; errors name the field)."""
+    if value is None or isinstance(value, ShadowGate):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"shadow must be a ShadowGate or a mapping, not {type(value).__name__}")
+    try:
+        return ShadowGate.model_validate(dict(value))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "shadow")) from None

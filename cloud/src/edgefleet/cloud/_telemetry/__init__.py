@@ -15,11 +15,11 @@ Topics and payloads: docs/telemetry.md.
 
 from __future__ import annotations
 
-from ._broker import BrokerAddress, parse_broker_url
 from ._errors import TelemetryIngestError
 from ._ingest import INGEST_TOPIC, Ingester, IngesterState, IngestStats
+from ._mqtt_connection import BrokerAddress, parse_broker_url
 from ._schema import create_tables, telemetry_metadata
-from ._store import DeviceHealth, DeviceState, TelemetryStore, WriteResult, since_epoch
+from ._telemetry_store import DeviceHealth, DeviceState, TelemetryStore, WriteResult, since_epoch
 from ._validate import Parsed, Rejected, parse_message, parse_topic
 
 __all__ = [

@@ -1,17 +1,19 @@
-"""Errors of the controller's telemetry ingestion and queries.
+"""Errors of the controller's telemetry ingestion and queries (the controller's tree:
+``edgefleet/cloud/_errors.py``).
 
 ::
 
     EdgefleetError (edgefleet.sdk)
-    └── TelemetryIngestError     telemetry cannot be ingested or queried (bad broker URL, database error)
+    └── CloudError (edgefleet.cloud)
+        └── TelemetryIngestError     telemetry cannot be ingested or queried (bad broker URL, database error)
 """
 
 from __future__ import annotations
 
-from edgefleet.sdk import EdgefleetError
+from .._errors import CloudError
 
 __all__ = ["TelemetryIngestError"]
 
 
-class TelemetryIngestError(EdgefleetError):
+class TelemetryIngestError(CloudError):
     """Telemetry cannot be ingested or queried."""

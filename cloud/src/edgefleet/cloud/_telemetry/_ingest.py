@@ -29,11 +29,11 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ._acks import AckPublisher
-from ._broker import BrokerAddress
-from ._client import BufferedClient
+from ._buffered_client import BufferedClient
 from ._errors import TelemetryIngestError
+from ._mqtt_connection import BrokerAddress, configure_client
 from ._rejections import RejectionLog
-from ._store import TelemetryStore
+from ._telemetry_store import TelemetryStore
 from ._validate import KINDS, Parsed, Rejected, parse_message
 
 __all__ = ["INGEST_TOPIC", "SHARE_GROUP", "IngestStats", "Ingester", "IngesterState"]
@@ -149,7 +149,7 @@ class Ingester:
         """``device_rate_per_s`` / ``device_burst``: what one device may send (a token bucket per device);
         beyond it messages are acknowledged, dropped and counted (``stats().rate_limited``), and other
         devices are unaffected. The burst lets an agent replay its spool after an outage; None: no limit.
-        ``buffered_reads``: read the socket 64 KiB at a time (``_client.BufferedClient``); False: paho as is.
+        ``buffered_reads``: read the socket 64 KiB at a time (``_buffered_client.BufferedClient``); False: paho as is.
         ``share_group``: the shared subscription's group (every replica the same). ``acks``: publish the
         devices' acknowledgement watermarks (at most one per device per ``ack_interval_s``).
         ``not_devices``: certificate names of other roles; telemetry under them is rejected.
@@ -206,7 +206,7 @@ class Ingester:
         )
         client.reconnect_delay_set(0.1, 5)  # type: ignore[arg-type]  # paho accepts float seconds
         client.max_queued_messages_set(0)
-        self.broker.configure(client)
+        configure_client(self.broker, client)
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect

@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ._broker import BrokerAddress
 from ._errors import TelemetryIngestError
+from ._mqtt_connection import BrokerAddress
 from ._summary import analytics_summary
 from ._validate import Parsed, Rejected
 
@@ -128,7 +128,7 @@ def print_summary(db: str, device: str, window: timedelta, *, json_out: bool) ->
 
     from .._db import create_engine  # the controller's drivers: postgresql:// means psycopg 3
     from .._errors import DatabaseError
-    from ._store import TelemetryStore
+    from ._telemetry_store import TelemetryStore
 
     if db.startswith("sqlite:///"):  # reading: never create the file (or its folder) by looking
         path = Path(db.split("sqlite:///", 1)[1])

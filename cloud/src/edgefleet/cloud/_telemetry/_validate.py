@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from edgefleet.sdk._names import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
 
 from ._protojson import FieldReader, Invalid, Unsupported, compile_message
 
@@ -27,7 +27,7 @@ __all__ = ["KINDS", "Facts", "Parsed", "Rejected", "facts_of_json", "facts_of_me
 TOPIC_ROOT = ("edgefleet", "v1")
 KINDS: dict[str, Any] = {"status": pb.Status, "telemetry": pb.Telemetry, "events": pb.Event}
 _VALIDATORS = {kind: compile_message(cls.DESCRIPTOR) for kind, cls in KINDS.items()}
-SCHEMA = 1
+SCHEMA = 2  # the newest payload revision this controller reads (1 and 2; docs/telemetry.md)
 _FLEET_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _INT64_MAX, _INT32_MAX = 2**63 - 1, 2**31 - 1  # telemetry_messages.seq / errors_total, devices.status_connection
 PROTOBUF = "application/x-protobuf"

@@ -14,19 +14,19 @@ Topics and payloads: docs/telemetry.md.
 
 from __future__ import annotations
 
-from ._agent import SwapPhase, TelemetryAgent, TokenBucket
-from ._broker import BrokerAddress, parse_broker_url
 from ._config import EventsConfig, TelemetryConfig
 from ._delivery import Delivery
 from ._errors import BrokerUrlError, SpoolError, TelemetryError
 from ._logging import JsonLinesFormatter
 from ._messages import Encoding, Identity, ModelInUse, topic
+from ._mqtt_connection import BrokerAddress, parse_broker_url
 from ._prometheus import MetricsServer, TelemetryCollector
 from ._publisher import ConnectionState, MqttPublisher, PublisherStats
 from ._sampler import SystemSampler, detect_gpu_source
 from ._spool import Priority, Spool, SpoolStats
 from ._stats import pipeline_message
 from ._tegrastats import TegraStats, parse_tegrastats
+from ._telemetry_agent import SwapPhase, TelemetryAgent, TokenBucket
 
 __all__ = [
     "BrokerAddress",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from ._broker import BrokerAddress, parse_broker_url
+from ._mqtt_connection import BrokerAddress, parse_broker_url
 
 __all__ = ["AnalyticsEventsConfig", "EventsConfig", "TelemetryConfig", "agent_section"]
 
@@ -97,7 +97,7 @@ class TelemetryConfig(BaseModel):
             password=self.password.get_secret_value() if self.password else None,
         )
         if address.cert_file is not None:
-            from edgefleet.sdk._tls import ROLES, certificate_role
+            from edgefleet.sdk.kit import ROLES, certificate_role
 
             from ._errors import BrokerUrlError
 

@@ -1,21 +1,22 @@
-"""Errors raised by the telemetry publisher.
+"""Errors raised by the telemetry publisher (the agent's tree: ``edgefleet/edge/_errors.py``).
 
 ::
 
     EdgefleetError (edgefleet.sdk)
-    └── TelemetryError         telemetry cannot be configured or published
-        ├── BrokerUrlError         the broker URL or its TLS files are invalid
-        └── SpoolError             the disk spool cannot be opened or written
+    └── AgentError (edgefleet.edge)
+        └── TelemetryError         telemetry cannot be configured or published
+            ├── BrokerUrlError         the broker URL or its TLS files are invalid
+            └── SpoolError             the disk spool cannot be opened or written
 """
 
 from __future__ import annotations
 
-from edgefleet.sdk import EdgefleetError
+from .._errors import AgentError
 
 __all__ = ["BrokerUrlError", "SpoolError", "TelemetryError"]
 
 
-class TelemetryError(EdgefleetError):
+class TelemetryError(AgentError):
     """Telemetry cannot be configured or published."""
 
 

@@ -27,7 +27,7 @@ __all__ = [
     "with_prev",
 ]
 
-SCHEMA = 1
+SCHEMA = 2  # 2: Stream.state, state_reason, state_seconds (docs/telemetry.md)
 TOPIC_ROOT = "edgefleet/v1"
 _KINDS = ("status", "telemetry", "events")
 

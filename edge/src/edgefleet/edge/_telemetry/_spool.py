@@ -39,8 +39,11 @@ _SCHEMA = (
 _WAL_LIMIT = 256 * 1024
 
 
+_SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)  # the constant is Python 3.11+; JetPack 6 runs 3.10
+
+
 def _disk_full(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
 
 
 class Priority(enum.IntEnum):

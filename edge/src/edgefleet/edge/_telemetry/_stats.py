@@ -59,6 +59,9 @@ def pipeline_message(name: str, stats: PipelineStats) -> pb.Telemetry.Pipeline:
             last_error=redact_uri(st.last_error) if st.last_error else "",
             model_version=st.model or "",
             recent_error=redact_uri(st.recent_error) if st.recent_error else "",
+            state=st.state.value,
+            state_reason=st.reason.value if st.reason is not None else "",
+            state_seconds=st.state_seconds,
         )
         if st.recent_error_at is not None:
             s.recent_error_at.FromMicroseconds(round(st.recent_error_at * 1e6))
@@ -69,4 +72,6 @@ def pipeline_message(name: str, stats: PipelineStats) -> pb.Telemetry.Pipeline:
     _latency(msg.latency, *worst)
     for stage_name, values in stats.analytics.items():
         msg.analytics.add(stage=stage_name, values={k: float(v) for k, v in values.items()})
+    for q in stats.quality.values():  # the serving version and the one before it
+        msg.quality.add(**q.to_dict())
     return msg

@@ -136,12 +136,32 @@ class Command(_message.Message):
     def __init__(self, command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., apply: _Optional[_Union[ApplyModel, _Mapping]] = ..., rollback: _Optional[_Union[RollbackModel, _Mapping]] = ...) -> None: ...
 
 class ApplyModel(_message.Message):
-    __slots__ = ("model", "health_window_s")
+    __slots__ = ("model", "health_window_s", "shadow")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     HEALTH_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
     model: _common_pb2.ModelRef
     health_window_s: float
-    def __init__(self, model: _Optional[_Union[_common_pb2.ModelRef, _Mapping]] = ..., health_window_s: _Optional[float] = ...) -> None: ...
+    shadow: ShadowGate
+    def __init__(self, model: _Optional[_Union[_common_pb2.ModelRef, _Mapping]] = ..., health_window_s: _Optional[float] = ..., shadow: _Optional[_Union[ShadowGate, _Mapping]] = ...) -> None: ...
+
+class ShadowGate(_message.Message):
+    __slots__ = ("sample_rate", "max_busy", "min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change")
+    SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_BUSY_FIELD_NUMBER: _ClassVar[int]
+    MIN_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    MAX_S_FIELD_NUMBER: _ClassVar[int]
+    MIN_F1_FIELD_NUMBER: _ClassVar[int]
+    MAX_CLASS_MIX_SHIFT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DETECTION_RATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    sample_rate: float
+    max_busy: float
+    min_frames: int
+    max_s: float
+    min_f1: float
+    max_class_mix_shift: float
+    max_detection_rate_change: float
+    def __init__(self, sample_rate: _Optional[float] = ..., max_busy: _Optional[float] = ..., min_frames: _Optional[int] = ..., max_s: _Optional[float] = ..., min_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ...) -> None: ...
 
 class RollbackModel(_message.Message):
     __slots__ = ("model_name", "to_ref")

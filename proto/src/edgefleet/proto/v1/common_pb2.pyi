@@ -75,7 +75,7 @@ class Health(_message.Message):
     def __init__(self, fps: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256")
+    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256", "quality", "cameras")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,8 @@ class PipelineStatus(_message.Message):
     PREVIOUS_REF_FIELD_NUMBER: _ClassVar[int]
     LAST_GOOD_REF_FIELD_NUMBER: _ClassVar[int]
     LAST_GOOD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    QUALITY_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     model_ref: str
     model_sha256: str
@@ -92,4 +94,55 @@ class PipelineStatus(_message.Message):
     previous_ref: str
     last_good_ref: str
     last_good_sha256: str
-    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ...) -> None: ...
+    quality: _containers.RepeatedCompositeFieldContainer[ModelQuality]
+    cameras: _containers.RepeatedCompositeFieldContainer[CameraHealth]
+    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ..., quality: _Optional[_Iterable[_Union[ModelQuality, _Mapping]]] = ..., cameras: _Optional[_Iterable[_Union[CameraHealth, _Mapping]]] = ...) -> None: ...
+
+class CameraHealth(_message.Message):
+    __slots__ = ("stream_id", "state", "reason", "state_seconds", "live", "detail")
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    stream_id: str
+    state: str
+    reason: str
+    state_seconds: float
+    live: bool
+    detail: str
+    def __init__(self, stream_id: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., state_seconds: _Optional[float] = ..., live: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ModelQuality(_message.Message):
+    __slots__ = ("model_ref", "frames", "detections", "detections_per_frame", "empty_frame_ratio", "class_mix", "confidence_p10", "confidence_p50", "confidence_p90", "new_tracks_per_frame", "ended_tracks_per_frame")
+    class ClassMixEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    MODEL_REF_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    DETECTIONS_FIELD_NUMBER: _ClassVar[int]
+    DETECTIONS_PER_FRAME_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_FRAME_RATIO_FIELD_NUMBER: _ClassVar[int]
+    CLASS_MIX_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_P10_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_P50_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_P90_FIELD_NUMBER: _ClassVar[int]
+    NEW_TRACKS_PER_FRAME_FIELD_NUMBER: _ClassVar[int]
+    ENDED_TRACKS_PER_FRAME_FIELD_NUMBER: _ClassVar[int]
+    model_ref: str
+    frames: int
+    detections: int
+    detections_per_frame: float
+    empty_frame_ratio: float
+    class_mix: _containers.ScalarMap[str, float]
+    confidence_p10: float
+    confidence_p50: float
+    confidence_p90: float
+    new_tracks_per_frame: float
+    ended_tracks_per_frame: float
+    def __init__(self, model_ref: _Optional[str] = ..., frames: _Optional[int] = ..., detections: _Optional[int] = ..., detections_per_frame: _Optional[float] = ..., empty_frame_ratio: _Optional[float] = ..., class_mix: _Optional[_Mapping[str, float]] = ..., confidence_p10: _Optional[float] = ..., confidence_p50: _Optional[float] = ..., confidence_p90: _Optional[float] = ..., new_tracks_per_frame: _Optional[float] = ..., ended_tracks_per_frame: _Optional[float] = ...) -> None: ...

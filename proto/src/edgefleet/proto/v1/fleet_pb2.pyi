@@ -87,7 +87,7 @@ class DesiredModel(_message.Message):
     def __init__(self, model_name: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., attempt: _Optional[int] = ..., last_good: _Optional[bool] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event", "telemetry")
+    __slots__ = ("device_id", "labels", "capabilities", "online", "first_seen", "last_seen", "pipelines", "desired", "health", "last_event", "telemetry", "health_state", "health_detail")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,8 @@ class Device(_message.Message):
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_FIELD_NUMBER: _ClassVar[int]
     TELEMETRY_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_STATE_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_DETAIL_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     labels: _containers.ScalarMap[str, str]
     capabilities: _common_pb2.Capabilities
@@ -117,7 +119,9 @@ class Device(_message.Message):
     health: _common_pb2.Health
     last_event: str
     telemetry: DeviceTelemetry
-    def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ..., telemetry: _Optional[_Union[DeviceTelemetry, _Mapping]] = ...) -> None: ...
+    health_state: str
+    health_detail: str
+    def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ..., telemetry: _Optional[_Union[DeviceTelemetry, _Mapping]] = ..., health_state: _Optional[str] = ..., health_detail: _Optional[str] = ...) -> None: ...
 
 class DeviceTelemetry(_message.Message):
     __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version", "rejected", "acknowledged_seq")
@@ -191,7 +195,7 @@ class SetLabelsRequest(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateRolloutRequest(_message.Message):
-    __slots__ = ("model_ref", "selector", "waves", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "request_id")
+    __slots__ = ("model_ref", "selector", "waves", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "request_id", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "cameras_may_be_down", "camera_grace_s")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +211,14 @@ class CreateRolloutRequest(_message.Message):
     MIN_FPS_FIELD_NUMBER: _ClassVar[int]
     MAX_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_SHADOW_F1_FIELD_NUMBER: _ClassVar[int]
+    MAX_CLASS_MIX_SHIFT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DETECTION_RATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_MIN_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_MAX_S_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_MAY_BE_DOWN_FIELD_NUMBER: _ClassVar[int]
+    CAMERA_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     model_ref: str
     selector: _containers.ScalarMap[str, str]
     waves: _containers.RepeatedScalarFieldContainer[str]
@@ -215,7 +227,15 @@ class CreateRolloutRequest(_message.Message):
     min_fps: float
     max_latency_ms: float
     request_id: str
-    def __init__(self, model_ref: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    min_shadow_f1: float
+    max_class_mix_shift: float
+    max_detection_rate_change: float
+    shadow_sample_rate: float
+    shadow_min_frames: int
+    shadow_max_s: float
+    cameras_may_be_down: bool
+    camera_grace_s: float
+    def __init__(self, model_ref: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., request_id: _Optional[str] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ...) -> None: ...
 
 class RolloutDevice(_message.Message):
     __slots__ = ("device_id", "wave", "state", "previous_ref", "message", "command_id")
@@ -234,7 +254,7 @@ class RolloutDevice(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., wave: _Optional[int] = ..., state: _Optional[str] = ..., previous_ref: _Optional[str] = ..., message: _Optional[str] = ..., command_id: _Optional[str] = ...) -> None: ...
 
 class Rollout(_message.Message):
-    __slots__ = ("rollout_id", "model_ref", "sha256", "selector", "waves", "state", "current_wave", "devices", "message", "created_at", "updated_at", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms")
+    __slots__ = ("rollout_id", "model_ref", "sha256", "selector", "waves", "state", "current_wave", "devices", "message", "created_at", "updated_at", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "cameras_may_be_down", "camera_grace_s")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +277,14 @@ class Rollout(_message.Message):
     MAX_FAILURE_RATIO_FIELD_NUMBER: _ClassVar[int]
     MIN_FPS_FIELD_NUMBER: _ClassVar[int]
     MAX_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SHADOW_F1_FIELD_NUMBER: _ClassVar[int]
+    MAX_CLASS_MIX_SHIFT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DETECTION_RATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_MIN_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_MAX_S_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_MAY_BE_DOWN_FIELD_NUMBER: _ClassVar[int]
+    CAMERA_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     model_ref: str
     sha256: str
@@ -272,7 +300,15 @@ class Rollout(_message.Message):
     max_failure_ratio: float
     min_fps: float
     max_latency_ms: float
-    def __init__(self, rollout_id: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., current_wave: _Optional[int] = ..., devices: _Optional[_Iterable[_Union[RolloutDevice, _Mapping]]] = ..., message: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ...) -> None: ...
+    min_shadow_f1: float
+    max_class_mix_shift: float
+    max_detection_rate_change: float
+    shadow_sample_rate: float
+    shadow_min_frames: int
+    shadow_max_s: float
+    cameras_may_be_down: bool
+    camera_grace_s: float
+    def __init__(self, rollout_id: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., current_wave: _Optional[int] = ..., devices: _Optional[_Iterable[_Union[RolloutDevice, _Mapping]]] = ..., message: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ...) -> None: ...
 
 class GetRolloutRequest(_message.Message):
     __slots__ = ("rollout_id",)

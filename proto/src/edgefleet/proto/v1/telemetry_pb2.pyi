@@ -1,5 +1,6 @@
 import datetime
 
+from edgefleet.proto.v1 import common_pb2 as _common_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -112,7 +113,7 @@ class Telemetry(_message.Message):
         latency: Telemetry.Latency
         def __init__(self, name: _Optional[str] = ..., items: _Optional[int] = ..., rate: _Optional[float] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ...) -> None: ...
     class Stream(_message.Message):
-        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version", "recent_error", "recent_error_at")
+        __slots__ = ("stream_id", "live", "fps", "frames_in", "results", "dropped", "reconnects", "outages", "outage_seconds", "pixel_copies", "errors", "latency", "connected", "last_error", "model_version", "recent_error", "recent_error_at", "state", "state_reason", "state_seconds")
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
         LIVE_FIELD_NUMBER: _ClassVar[int]
         FPS_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +131,9 @@ class Telemetry(_message.Message):
         MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
         RECENT_ERROR_FIELD_NUMBER: _ClassVar[int]
         RECENT_ERROR_AT_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        STATE_REASON_FIELD_NUMBER: _ClassVar[int]
+        STATE_SECONDS_FIELD_NUMBER: _ClassVar[int]
         stream_id: str
         live: bool
         fps: float
@@ -147,7 +151,10 @@ class Telemetry(_message.Message):
         model_version: str
         recent_error: str
         recent_error_at: _timestamp_pb2.Timestamp
-        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+        state: str
+        state_reason: str
+        state_seconds: float
+        def __init__(self, stream_id: _Optional[str] = ..., live: _Optional[bool] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., reconnects: _Optional[int] = ..., outages: _Optional[int] = ..., outage_seconds: _Optional[float] = ..., pixel_copies: _Optional[int] = ..., errors: _Optional[int] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., model_version: _Optional[str] = ..., recent_error: _Optional[str] = ..., recent_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[str] = ..., state_reason: _Optional[str] = ..., state_seconds: _Optional[float] = ...) -> None: ...
     class Region(_message.Message):
         __slots__ = ("stream_id", "name", "kind", "label", "inside", "in_total", "out_total", "in_window", "out_window", "window_s")
         STREAM_ID_FIELD_NUMBER: _ClassVar[int]
@@ -186,7 +193,7 @@ class Telemetry(_message.Message):
         values: _containers.ScalarMap[str, float]
         def __init__(self, stage: _Optional[str] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
     class Pipeline(_message.Message):
-        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency", "regions", "analytics")
+        __slots__ = ("name", "fps", "frames_in", "results", "dropped", "errors", "elapsed_s", "batches", "mean_batch", "copies_per_frame", "queue_depths", "pixel_copies", "stages", "streams", "model_version", "latency", "regions", "analytics", "quality")
         class QueueDepthsEntry(_message.Message):
             __slots__ = ("key", "value")
             KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +226,7 @@ class Telemetry(_message.Message):
         LATENCY_FIELD_NUMBER: _ClassVar[int]
         REGIONS_FIELD_NUMBER: _ClassVar[int]
         ANALYTICS_FIELD_NUMBER: _ClassVar[int]
+        QUALITY_FIELD_NUMBER: _ClassVar[int]
         name: str
         fps: float
         frames_in: int
@@ -237,7 +245,8 @@ class Telemetry(_message.Message):
         latency: Telemetry.Latency
         regions: _containers.RepeatedCompositeFieldContainer[Telemetry.Region]
         analytics: _containers.RepeatedCompositeFieldContainer[Telemetry.AnalyticsStage]
-        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[Telemetry.Region, _Mapping]]] = ..., analytics: _Optional[_Iterable[_Union[Telemetry.AnalyticsStage, _Mapping]]] = ...) -> None: ...
+        quality: _containers.RepeatedCompositeFieldContainer[_common_pb2.ModelQuality]
+        def __init__(self, name: _Optional[str] = ..., fps: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., batches: _Optional[int] = ..., mean_batch: _Optional[float] = ..., copies_per_frame: _Optional[float] = ..., queue_depths: _Optional[_Mapping[str, int]] = ..., pixel_copies: _Optional[_Mapping[str, int]] = ..., stages: _Optional[_Iterable[_Union[Telemetry.Stage, _Mapping]]] = ..., streams: _Optional[_Iterable[_Union[Telemetry.Stream, _Mapping]]] = ..., model_version: _Optional[str] = ..., latency: _Optional[_Union[Telemetry.Latency, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[Telemetry.Region, _Mapping]]] = ..., analytics: _Optional[_Iterable[_Union[Telemetry.AnalyticsStage, _Mapping]]] = ..., quality: _Optional[_Iterable[_Union[_common_pb2.ModelQuality, _Mapping]]] = ...) -> None: ...
     class Gpu(_message.Message):
         __slots__ = ("index", "name", "utilization_pct", "memory_used_bytes", "memory_total_bytes", "temperature_c", "power_w", "emc_utilization_pct")
         INDEX_FIELD_NUMBER: _ClassVar[int]

@@ -74,7 +74,7 @@ class OnnxRuntimeBackend(Backend):
         self.config = config or OnnxRuntimeConfig.model_validate({})
         self._session: Any = None
         self.providers: list[str] = []
-        self._stream: Any = None  # edgefleet.sdk._cuda._runtime.Stream on the CUDA path
+        self._stream: Any = None  # edgefleet.sdk._cuda._bindings.Stream on the CUDA path
         self._ordinal = 0
         self._on_device = False
         self._gpu_from_host = False
@@ -142,7 +142,7 @@ class OnnxRuntimeBackend(Backend):
         if not gpu or not self.config.io_binding:
             return
         try:
-            from .._cuda._runtime import Stream, parse_device
+            from .._cuda._bindings import Stream, parse_device
 
             self._ordinal = parse_device(self.device)
             self._stream = Stream(self._ordinal)
@@ -211,7 +211,7 @@ class OnnxRuntimeBackend(Backend):
             self._open_lanes(ort, model_path, opts)
 
     def _open_lanes(self, ort: Any, model_path: Path, opts: Any) -> None:
-        from .._cuda._runtime import Stream
+        from .._cuda._bindings import Stream
         from ._ort_cuda import Lane
 
         self.lanes = [Lane(0, self._session, self._stream)]

@@ -29,10 +29,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._cuda._array import DeviceArray
+from .._cuda._bindings import check, cudart, use_device
 from .._cuda._memory import pinned_array
 from .._cuda._nvrtc import F32, I32, PTR, kernel
 from .._cuda._nvtx import nvtx_range
-from .._cuda._runtime import check, cudart, use_device
 from .._errors import BackendError
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows, ConsumedOutput, TopK
 from ._base import TensorSpec
@@ -50,7 +50,7 @@ class Lane:
 
     index: int
     session: Any
-    stream: Any  # edgefleet.sdk._cuda._runtime.Stream
+    stream: Any  # edgefleet.sdk._cuda._bindings.Stream
 
 
 class SessionHost(Protocol):

@@ -149,7 +149,7 @@ class TensorRTBackend(Backend):
 
     # --- building / loading -------------------------------------------------------------------------
     def _target(self) -> str:
-        from .._cuda._runtime import device_info
+        from .._cuda._bindings import device_info
 
         info = device_info(self._ordinal)
         return f"{info.name} {info.arch}" + (f" {_soc()}" if info.integrated and _soc() else "")
@@ -211,7 +211,7 @@ class TensorRTBackend(Backend):
 
     def load(self, model_path: Path) -> None:
         trt = _trt()
-        from .._cuda._runtime import Stream, parse_device, use_device
+        from .._cuda._bindings import Stream, parse_device, use_device
 
         if not model_path.is_file():
             raise BackendError(f"{model_path}: no such model file")
@@ -285,8 +285,8 @@ class TensorRTBackend(Backend):
 
     def infer(self, buffer: InputBuffer, n: int) -> dict[str, np.ndarray]:
         from .._cuda._array import as_device_array
+        from .._cuda._bindings import check, cudart, use_device
         from .._cuda._nvtx import nvtx_range
-        from .._cuda._runtime import check, cudart, use_device
 
         if self._context is None:
             raise BackendError("backend is closed")

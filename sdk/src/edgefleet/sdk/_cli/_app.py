@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -32,6 +32,7 @@ class Cli:
             rich_markup_mode="rich",
         )
         self._groups: dict[str, typer.Typer] = {}
+        self.app.callback()(_root)
 
     def group(self, name: str, help: str) -> typer.Typer:
         """The sub-command group ``name``, created on first use (``models`` is shared by sdk and cloud)."""
@@ -41,6 +42,35 @@ class Cli:
             self._groups[name] = grp
             self.app.add_typer(grp, name=name)
         return grp
+
+
+MEMBERS = ("edgefleet-sdk", "edgefleet-proto", "edgefleet-edge", "edgefleet-cloud")
+
+
+def _print_versions(value: bool) -> None:
+    if not value:
+        return
+    from .._version import distribution_version
+
+    for dist in MEMBERS:
+        found = distribution_version(dist)
+        if found != "0+unknown":
+            print(f"{dist} {found}")
+    raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed edgefleet distributions and exit.",
+            is_eager=True,
+            callback=_print_versions,
+        ),
+    ] = False,
+) -> None:
+    """edgefleet: video analytics from the edge to the cloud."""
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -38,6 +38,14 @@ def register(cli: Cli) -> None:
         config: Annotated[Path | None, typer.Option(help="Pipeline YAML instead of the flags above")] = None,
         max_frames: Annotated[int | None, typer.Option(help="Stop each stream after N frames")] = None,
         score: Annotated[float | None, typer.Option(help="Score threshold (overrides the manifest)")] = None,
+        source_timeout: Annotated[
+            float | None,
+            typer.Option(
+                min=0,
+                help="Exit non-zero when no source has delivered a frame after this many seconds "
+                "(default 30; 0 waits for ever; with --config: the config's source_timeout_s)",
+            ),
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the final stats as JSON on stdout")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or tables")] = False,
     ) -> None:
@@ -55,6 +63,7 @@ def register(cli: Cli) -> None:
             config=config,
             max_frames=max_frames,
             score=score,
+            source_timeout=source_timeout,
             as_json=as_json,
             quiet=quiet,
         )

@@ -6,7 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
-from .._metrics import PipelineStats
+from .._health import CameraState
+from .._metrics import PipelineStats, StreamStats
 
 __all__ = ["live_table", "summary_tables"]
 
@@ -37,16 +38,12 @@ def live_table(stats: PipelineStats) -> Table:
         t.add_column(
             col,
             justify="right" if col not in {"stream", "state", "model"} else "left",
-            min_width=6 if col == "state" else None,  # "failed" whole
+            min_width=9 if col == "state" else None,  # "streaming" whole
         )
     for s in stats.streams.values():
-        if s.failed:
-            state = "[red]failed[/]"
-        else:
-            state = "done" if s.finished else ("live" if s.connected else "[yellow]reconnecting[/]")
         t.add_row(
             s.stream_id,
-            state,
+            stream_state(s),
             f"{s.fps:.1f}",
             str(s.frames_in),
             str(s.results),
@@ -57,6 +54,26 @@ def live_table(stats: PipelineStats) -> Table:
             s.model or "",
         )
     return t
+
+
+_STATE_STYLE = {
+    CameraState.STREAMING: "green",
+    CameraState.CONNECTING: "yellow",
+    CameraState.STALLED: "yellow",
+    CameraState.RECONNECTING: "yellow",
+    CameraState.FAILED: "red",
+}
+
+
+def stream_state(s: StreamStats) -> str:
+    """The state cell: ``streaming``, ``reconnecting: refused 12s``, ``failed: not_found``, ``ended``."""
+    text = s.state.value
+    if s.reason is not None:
+        text += f": {s.reason.value}"
+    if s.state is not CameraState.STREAMING and s.state is not CameraState.ENDED:
+        text += f" {s.state_seconds:.0f}s"
+    style = _STATE_STYLE.get(s.state)
+    return f"[{style}]{text}[/]" if style else text
 
 
 def summary_tables(stats: PipelineStats) -> list[Any]:

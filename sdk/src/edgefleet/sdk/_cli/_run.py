@@ -18,9 +18,13 @@ from .._pipeline import Pipeline
 from .._results import Result
 from .._sinks import JsonlSink, Sink, VideoSink
 from .._sinks._paths import check_sink_paths
+from .._source_watch import SourceTimeout, waiting_streams
 from ._display import live_table, summary_tables
 
-__all__ = ["run_command"]
+__all__ = ["DEFAULT_SOURCE_TIMEOUT_S", "run_command"]
+
+#: ``run --source-timeout``: an RTSP camera opens within its 5 s open timeout; a few retries with backoff fit
+DEFAULT_SOURCE_TIMEOUT_S = 30.0
 
 
 def _config_from_flags(
@@ -31,6 +35,7 @@ def _config_from_flags(
     backend: str,
     max_frames: int | None,
     score: float | None,
+    source_timeout: float,
 ) -> PipelineConfig:
     if model is None:
         raise ConfigError("--model is required (or give --config)")
@@ -45,6 +50,7 @@ def _config_from_flags(
             backend={"type": backend},  # any installed backend: the registry validates it
             max_frames=max_frames,
             score_threshold=score,
+            source_timeout_s=source_timeout,
         )
     except Exception as exc:  # pydantic ValidationError: name the flag
         from pydantic import ValidationError
@@ -70,6 +76,7 @@ def run_command(
     score: float | None,
     as_json: bool,
     quiet: bool,
+    source_timeout: float | None = None,
 ) -> None:
     if config is not None:
         given = [
@@ -88,8 +95,11 @@ def run_command(
         if given:  # they used to be ignored without a word
             raise ConfigError(f"--config takes the place of {', '.join(given)}: set them in {config}, or drop --config")
         cfg = load_pipeline_config(config)
+        if source_timeout is not None:
+            cfg = cfg.model_copy(update={"source_timeout_s": source_timeout})
     else:
-        cfg = _config_from_flags(model, sources, batch, device, backend, max_frames, score)
+        timeout = DEFAULT_SOURCE_TIMEOUT_S if source_timeout is None else source_timeout
+        cfg = _config_from_flags(model, sources, batch, device, backend, max_frames, score, timeout)
     console = Console(stderr=True, quiet=quiet or as_json)
     sinks: list[Sink] = []
     video: VideoSink | None = None
@@ -127,6 +137,9 @@ def run_command(
     stats = pipeline.stats()
     if pipeline.error is not None:
         pipeline.wait(0)  # raises PipelineError with the cause
+    if interrupts["n"] and stats.frames_in == 0 and any(s.live for s in pipeline.specs):
+        # stopped by hand before any camera delivered: not a run that is "done"
+        raise SourceTimeout("stopped before any source delivered a frame: " + waiting_streams(stats))
     if as_json:
         data: dict[str, Any] = stats.to_dict()
         data["outputs"] = {

@@ -3,5 +3,5 @@ interop (``__cuda_array_interface__`` and DLPack), NVTX ranges, the fused prepro
 GPU candidate filtering; the pieces the NVDEC source (``_sources/_nvdec.py``) decodes into.
 
 Nothing here is imported unless a pipeline runs on ``cuda:N``: ``cuda-python`` is loaded lazily by
-:func:`edgefleet.sdk._cuda._runtime.cudart`, so ``edgefleet --help`` and CPU pipelines never touch it.
+:func:`edgefleet.sdk._cuda._bindings.cudart`, so ``edgefleet --help`` and CPU pipelines never touch it.
 """

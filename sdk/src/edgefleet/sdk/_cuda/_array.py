@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import BackendError
-from ._runtime import check, cudart, use_device
+from ._bindings import check, cudart, use_device
 
 __all__ = ["DeviceAllocation", "DeviceArray", "DeviceImage", "as_device_array", "from_dlpack", "to_dlpack"]
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ._array import DeviceImage
-from ._runtime import check, cudart, device_info, parse_device, use_device
+from ._bindings import check, cudart, device_info, parse_device, use_device
 
 __all__ = [
     "HostBlock",

@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from .._errors import BackendUnavailableError
-from ._runtime import CudaError, check, device_info, driver, use_device
+from ._bindings import CudaError, check, device_info, driver, use_device
 
 __all__ = ["Kernel", "kernel"]
 

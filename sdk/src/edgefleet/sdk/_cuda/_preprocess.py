@@ -19,10 +19,10 @@ from .._errors import BackendError
 from .._manifest import InputSpec
 from .._transform import Transform, compute_transform
 from ._array import DeviceArray, DeviceImage, as_device_array
+from ._bindings import Stream, check, cudart, parse_device, use_device
 from ._memory import mapped_device_pointer, pinned_array
 from ._nvrtc import F32, I32, I64, PTR, kernel
 from ._nvtx import nvtx_range
-from ._runtime import Stream, check, cudart, parse_device, use_device
 
 if TYPE_CHECKING:
     from .._buffer import InputBuffer

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from .._errors import SourceError
 from .._frames import Allocator
+from .._health import HealthReason
 from .._registry import PluginConfig
 
 __all__ = ["Source", "SourceConfig", "SourceDisconnected", "SourceSpec", "SourceUnavailable"]
@@ -30,6 +31,9 @@ class SourceConfig(PluginConfig):
     live: bool | None = Field(None, description="Drop the oldest frame under pressure (default: the kind's)")
     realtime: bool = Field(False, description="Pace a file at its frame rate")
     loop: bool = Field(False, description="Start a finite source again at its end")
+    stall_s: float = Field(
+        5.0, gt=0, le=3600, description="Seconds without a frame before a live stream reads as stalled"
+    )
 
     def uri(self) -> str:
         """What the source reads, for logs and errors (credentials are redacted where it is shown)."""
@@ -42,11 +46,21 @@ class SourceConfig(PluginConfig):
 
 class SourceUnavailable(SourceError):  # noqa: N818 - reads as what it is
     """The source is right but cannot be reached now (camera down, refused, stalled at open). Live
-    sources retry with backoff; any other SourceError (a malformed URI or pipeline) fails at once."""
+    sources retry with backoff; any other SourceError (a malformed URI or pipeline) fails at once.
+    ``reason``: why, from the fixed set of :class:`~edgefleet.sdk.HealthReason` (None: not known)."""
+
+    def __init__(self, message: str, *, reason: HealthReason | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SourceDisconnected(Exception):  # noqa: N818 - a signal between a source and its runner, not an error
-    """A live source lost its stream (EOF, read error or stall); the runner reconnects."""
+    """A live source lost its stream (EOF, read error or stall); the runner reconnects. ``reason``: why
+    (end of stream, timeout, decode error), None when not known."""
+
+    def __init__(self, message: str, *, reason: HealthReason | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import SourceError
+from .._health import HealthReason
 from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
 from ._configs import GStreamerConfig
 
@@ -85,7 +86,10 @@ class GStreamerSource(Source):
             raise SourceError(f"GStreamer pipeline has no appsink named {_SINK}")
         if pipeline.set_state(gst.State.PLAYING) == gst.StateChangeReturn.FAILURE:
             pipeline.set_state(gst.State.NULL)
-            raise SourceUnavailable("GStreamer pipeline failed to start (device busy or gone? check elements and caps)")
+            raise SourceUnavailable(
+                "GStreamer pipeline failed to start (device busy or gone? check elements and caps)",
+                reason=HealthReason.UNREACHABLE,
+            )
         self._pipeline, self._sink = pipeline, sink
         self._pending = self._pull(None)  # learn the frame size from the first sample
 
@@ -95,13 +99,13 @@ class GStreamerSource(Source):
         if sample is None:
             if self._sink.get_property("eos"):
                 return None
-            raise SourceDisconnected("no sample within the timeout")
+            raise SourceDisconnected("no sample within the timeout", reason=HealthReason.TIMEOUT)
         caps = sample.get_caps().get_structure(0)
         w, h = caps.get_value("width"), caps.get_value("height")
         buf = sample.get_buffer()
         ok, info = buf.map(gst.MapFlags.READ)
         if not ok:
-            raise SourceDisconnected("cannot map buffer")
+            raise SourceDisconnected("cannot map buffer", reason=HealthReason.DECODE_ERROR)
         try:
             stride = len(info.data) // h
             view = np.frombuffer(info.data, np.uint8, count=h * stride).reshape(h, stride)[:, : w * 3]

@@ -30,8 +30,8 @@ import threading
 from typing import Any
 
 from .._cuda._array import DeviceImage
+from .._cuda._bindings import Stream, check, cudart, driver, use_device
 from .._cuda._memory import device_image_allocator
-from .._cuda._runtime import Stream, check, cudart, driver, use_device
 from .._errors import EdgefleetError, SourceError
 from .._frames import Allocator
 from ._base import Source, SourceSpec

@@ -6,16 +6,19 @@ import logging
 import os
 import re
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from .._address import tcp_problem
+from .._address import tcp_failure
 from .._errors import SourceError
+from .._health import HealthReason
 from .._redact import redact, redact_uri
 from ._base import Source, SourceDisconnected, SourceSpec, SourceUnavailable
 from ._configs import FileConfig, NetworkConfig, UsbConfig
+from ._rtsp_probe import describe_status, rtsp_reason
 
 __all__ = ["OpenCVSource"]
 
@@ -33,11 +36,19 @@ def _quiet_ffmpeg() -> None:
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
 
 
-def _why_unavailable(uri: str, timeout_s: float) -> str:
-    """Why a network stream did not open, for the error after "stream cannot be opened". FFmpeg knew
-    (connection refused, host not found) but said so only in its own, silenced, log: a TCP connect to
-    the stream's host and port finds it out again. When that port answers, the server refused the
-    stream itself."""
+_TCP_KINDS = {
+    "dns": HealthReason.DNS,
+    "refused": HealthReason.REFUSED,
+    "timeout": HealthReason.TIMEOUT,
+    "unreachable": HealthReason.UNREACHABLE,
+}
+
+
+def _why_unavailable(uri: str, timeout_s: float) -> tuple[HealthReason | None, str]:
+    """Why a network stream did not open, for the error after "stream cannot be opened", with its reason.
+    FFmpeg knew (connection refused, host not found, 401) but said so only in its own, silenced, log: a
+    TCP connect to the stream's host and port finds it out again, and for RTSP one ``DESCRIBE`` tells a
+    wrong password from a wrong path."""
     parts = urlsplit(uri)
     default = _TCP_PORTS.get(parts.scheme.lower())
     try:
@@ -45,11 +56,14 @@ def _why_unavailable(uri: str, timeout_s: float) -> str:
     except ValueError:  # a port that is no number
         host, port = None, None
     if not host or port is None or default is None:  # udp://, srt://: no TCP port to connect to
-        return " (unreachable, refused or wrong credentials)"
-    problem = tcp_problem(host, port, timeout_s)
+        return None, " (unreachable, refused or wrong credentials)"
+    problem = tcp_failure(host, port, timeout_s)
     if problem is not None:
-        return f": {problem}"
-    return f" ({host}:{port} answers: wrong path or credentials, or no video)"
+        return _TCP_KINDS.get(problem[0], HealthReason.UNREACHABLE), f": {problem[1]}"
+    answer = rtsp_reason(describe_status(uri, timeout_s), credentials=parts.username is not None)
+    if answer is not None:
+        return answer[0], f": {answer[1]}"
+    return None, f" ({host}:{port} answers: wrong path or credentials, or no video)"
 
 
 def _cv2() -> Any:
@@ -128,17 +142,19 @@ class OpenCVSource(Source):
             cap.release()
             if isinstance(self.config, FileConfig):
                 raise SourceError(f"{redact_uri(self.spec.uri)}: not a readable video file")
-            raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {self._why_not_open()}")
+            reason, why = self._why_not_open()
+            raise SourceUnavailable(f"{redact_uri(self.spec.uri)}: {why}", reason=reason)
         self._cap = cap
         w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
         h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         self._shape = (h, w) if w > 0 and h > 0 else None
 
-    def _why_not_open(self) -> str:
+    def _why_not_open(self) -> tuple[HealthReason | None, str]:
         if not isinstance(self.config, NetworkConfig):
-            return "camera cannot be opened"
+            return HealthReason.NOT_FOUND, "camera cannot be opened"
         probe_s = min(self.config.open_timeout_ms, 2000) / 1000
-        return "stream cannot be opened" + redact(_why_unavailable(self.spec.uri, probe_s))
+        reason, why = _why_unavailable(self.spec.uri, probe_s)
+        return reason, "stream cannot be opened" + redact(why)
 
     def frame_shape(self) -> tuple[int, int] | None:
         return self._shape
@@ -159,10 +175,15 @@ class OpenCVSource(Source):
         cap = self._cap
         if cap is None:
             raise SourceDisconnected("not open")
+        started = time.monotonic()
         ok, image = cap.read(out) if out is not None else cap.read()
         if not ok or image is None:
             if self.spec.live:
-                raise SourceDisconnected("stream ended or stalled")
+                # FFmpeg gives up on a hung stream after its read timeout; a closed one fails at once
+                timeout_s = self.config.timeout_ms / 1000 if isinstance(self.config, NetworkConfig) else 2.0
+                if time.monotonic() - started >= timeout_s * 0.9:
+                    raise SourceDisconnected("no frame within the read timeout", reason=HealthReason.TIMEOUT)
+                raise SourceDisconnected("stream ended", reason=HealthReason.END_OF_STREAM)
             if self.spec.loop:
                 cap.set(_cv2().CAP_PROP_POS_FRAMES, 0)
                 ok, image = cap.read(out) if out is not None else cap.read()

@@ -12,6 +12,8 @@ import numpy as np
 
 from .._errors import SourceError
 from .._frames import Allocator, Frame, FramePool, FrameQueue, FrameSlot, host_allocator
+from .._health import CameraState, HealthReason, reason_of
+from .._log_context import bind
 from .._metrics import CopyCounter, StreamMetrics
 from .._redact import redact, redact_uri
 from ._base import Source, SourceDisconnected, SourceUnavailable
@@ -59,8 +61,10 @@ class SourceRunner:
         allocator: Allocator = host_allocator,
         backoff: Backoff | None = None,
         max_frames: int | None = None,
+        pipeline: str = "",
     ) -> None:
         self.source = source
+        self.pipeline = pipeline  # the pipeline's name, on this thread's log lines
         self.queue = queue
         self.metrics = metrics
         self.copies = copies
@@ -101,6 +105,7 @@ class SourceRunner:
                     raise
                 error = redact(str(exc))
                 self.metrics.set_error(error)
+                self.metrics.health.set(CameraState.RECONNECTING, reason_of(exc) or HealthReason.UNREACHABLE)
                 delay = self.backoff.next_delay()
                 level = logging.DEBUG if error == logged else logging.WARNING
                 _log.log(level, "%s: %s; retrying in %.1fs", self.source.stream_id, error, delay)
@@ -132,11 +137,13 @@ class SourceRunner:
 
     # --- the loop ----------------------------------------------------------------------------------
     def _run(self) -> None:
+        bind(pipeline=self.pipeline, stream=self.source.stream_id)
         try:
             if not self._open():
                 return
             self._loop()
         except BaseException as exc:  # surfaced to the pipeline, which stops and re-raises
+            self.metrics.health.set(CameraState.FAILED, reason_of(exc) or _failure_reason(exc))
             self.metrics.failed = True
             self.metrics.set_error(redact(str(exc)) or type(exc).__name__)
             self.on_error(exc)
@@ -146,6 +153,10 @@ class SourceRunner:
             finally:
                 self.metrics.connected = False
                 self.metrics.finished = True
+                health = self.metrics.health
+                # stopped before any frame: a stop does not make a dead camera healthy, it keeps its state
+                if health.state is not CameraState.FAILED and not (self.stop.is_set() and health.first_frame is None):
+                    health.set(CameraState.ENDED, None if self.stop.is_set() else _end_reason(self))
                 self.queue.finish()
 
     def _count_drop(self) -> None:
@@ -195,7 +206,7 @@ class SourceRunner:
             except SourceDisconnected as exc:
                 if slot is not None:
                     slot.release()
-                if not self._reconnect(str(exc)):
+                if not self._reconnect(str(exc), exc.reason):
                     return
                 t0 = time.monotonic() - (self._seq / fps if fps else 0.0)
                 continue
@@ -211,6 +222,8 @@ class SourceRunner:
             if self.metrics.last_error is not None:  # frames flow again: healthy (recent_error keeps it)
                 self.metrics.clear_error()
             captured, timestamp = time.monotonic(), time.time()
+            if self.metrics.tracking:
+                self.metrics.health.frame(captured)
             for _ in range(self.source.copies - copies_before):
                 self.copies.add(self.source.copy_kind, image.nbytes)
                 self.metrics.copies += 1
@@ -256,8 +269,9 @@ class SourceRunner:
         self.metrics.copies += 1
         return slot
 
-    def _reconnect(self, reason: str) -> bool:
+    def _reconnect(self, reason: str, why: HealthReason | None = None) -> bool:
         """Close, then reopen with jittered backoff. Returns False when stopped first."""
+        self.metrics.health.set(CameraState.RECONNECTING, why or HealthReason.END_OF_STREAM)
         self.metrics.connected = False
         self.metrics.outages += 1
         error = redact(reason)
@@ -274,3 +288,20 @@ class SourceRunner:
             self.metrics.outage_seconds += time.monotonic() - started
             _log.info("%s: reconnected after %.1fs", self.source.stream_id, time.monotonic() - started)
         return ok
+
+
+def _failure_reason(exc: BaseException) -> HealthReason:
+    """The reason of an error that ends a source without a reason of its own."""
+    text = str(exc).lower()
+    if "no such" in text or "not found" in text:
+        return HealthReason.NOT_FOUND
+    if "frames must be" in text or "decode" in text or "not a readable" in text:
+        return HealthReason.DECODE_ERROR
+    return HealthReason.UNREACHABLE
+
+
+def _end_reason(runner: SourceRunner) -> HealthReason | None:
+    """A source that stopped on its own: at its end (a file), or at ``max_frames`` (no reason)."""
+    if runner.max_frames is not None and runner._seq >= runner.max_frames:
+        return None
+    return HealthReason.END_OF_STREAM

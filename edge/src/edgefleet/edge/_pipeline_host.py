@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
-from edgefleet.sdk._redact import redact
+from edgefleet.sdk.kit import redact
 
-__all__ = ["PipelineHost", "SwapOutcome"]
+from ._camera_status import camera_statuses
+
+__all__ = ["PipelineHost", "SwapOutcome", "shadow_metrics"]
 
 _log = logging.getLogger(__name__)
 
@@ -200,11 +202,20 @@ class PipelineHost:
             "state": "failed" if failed else "running",
             "health": health,
             "previous_ref": self.previous.ref if self.previous else "",
+            "quality": [q.to_dict() for q in stats.quality.values()],  # serving version and its baseline
+            "cameras": camera_statuses(streams),
         }
 
     # --- swaps -------------------------------------------------------------------------------------
-    def swap(self, package: ModelPackage, health_window_s: float, progress: Callable[[str, str], None]) -> SwapOutcome:
-        """Hot-swap ``package`` in; a refusal leaves the old version serving."""
+    def swap(
+        self,
+        package: ModelPackage,
+        health_window_s: float,
+        progress: Callable[[str, str], None],
+        shadow: Mapping[str, Any] | None = None,
+    ) -> SwapOutcome:
+        """Hot-swap ``package`` in; a refusal leaves the old version serving. ``shadow``: a shadow phase
+        before the cut-over (``ShadowGate`` fields); its KPIs come back in the outcome's metrics."""
         with self._lock:
             p = self.pipeline
             if p is None:
@@ -217,8 +228,10 @@ class PipelineHost:
             def on_event(ev: Any) -> None:
                 progress(str(getattr(ev, "stage", "")), str(getattr(ev, "message", "")))
 
-            report = swap(package, health_window_s=health_window_s, progress=on_event)
+            kw: dict[str, Any] = {"shadow": dict(shadow)} if shadow else {}
+            report = swap(package, health_window_s=health_window_s, progress=on_event, **kw)
             metrics = {"load_ms": float(report.load_ms), "warmup_ms": float(report.warmup_ms)}
+            metrics |= shadow_metrics(getattr(report, "shadow", None))
             if not report.ok:
                 return SwapOutcome(False, report.stage, report.error or "refused", metrics)
             self.previous, self.package = old, package
@@ -254,3 +267,12 @@ class PipelineHost:
                 self.previous, self.package = self.package, package
                 return SwapOutcome(True, "rollback", None, {})
         return self.swap(package, 0.0, progress)
+
+
+def shadow_metrics(agreement: Mapping[str, Any] | None) -> dict[str, float]:
+    """A swap report's shadow KPIs (``Agreement.to_dict()``) as flat ``shadow_*`` numbers."""
+    if not agreement:
+        return {}
+    return {
+        f"shadow_{k}": float(v) for k, v in agreement.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }

@@ -91,13 +91,14 @@ def device_figures(d: Any) -> tuple[bool, float, float, str, str]:
 
 def devices_table(devices: list[Any]) -> Table:
     t = Table(title="devices")
-    for col in ("device", "online", "labels", "model", "fps", "p95 ms", "from", "last seen", "last event"):
+    for col in ("device", "online", "health", "labels", "model", "fps", "p95 ms", "from", "last seen", "last event"):
         t.add_column(col, justify="right" if col in ("fps", "p95 ms") else "left", overflow="fold")
     for d in devices:
         online, fps, p95, models, source = device_figures(d)
         t.add_row(
             d.device_id,
             "[green]yes[/]" if online else "[red]no[/]",
+            _health(d),
             ",".join(f"{k}={v}" for k, v in sorted(d.labels.items())),
             models,
             f"{fps:.1f}",
@@ -109,11 +110,27 @@ def devices_table(devices: list[Any]) -> Table:
     return t
 
 
+_HEALTH_STYLE = {"ok": "green", "degraded": "yellow", "down": "red", "offline": "red"}
+
+
+def _health(d: Any) -> str:
+    """The device's derived health (ok, degraded, down, offline, unknown), coloured."""
+    state = d.health_state or "unknown"
+    style = _HEALTH_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else state
+
+
+def _camera_state(state: str) -> str:
+    style = "green" if state == "streaming" else ("red" if state == "failed" else "yellow")
+    return f"[{style}]{state}[/]"
+
+
 def device_detail(d: Any) -> list[Any]:
     head = Table(title=f"device {d.device_id}", show_header=False)
     head.add_column("what")
     head.add_column("value", overflow="fold")
     head.add_row("online", "yes" if d.online else "no")
+    head.add_row("health", _health(d) + (f": {d.health_detail}" if d.health_detail else ""))
     head.add_row("labels", ", ".join(f"{k}={v}" for k, v in sorted(d.labels.items())) or "-")
     caps = MessageToDict(d.capabilities, preserving_proto_field_name=True)
     for k, v in caps.items():
@@ -145,13 +162,21 @@ def device_detail(d: Any) -> list[Any]:
             str(p.health.dropped),
             "yes" if p.health.healthy else "no",
         )
+    cameras = Table(title="cameras")
+    for col in ("pipeline", "camera", "state", "reason", "for", "error"):
+        cameras.add_column(col, overflow="fold")
+    for p in d.pipelines:
+        for c in p.cameras:
+            cameras.add_row(
+                p.name, c.stream_id, _camera_state(c.state), c.reason or "-", f"{c.state_seconds:.0f} s", c.detail or ""
+            )
     desired = Table(title="desired state")
     for col in ("model", "target", "state", "last-good", "command", "message"):
         desired.add_column(col, overflow="fold")
     for x in d.desired:
         good = "yes" if x.last_good else "no"
         desired.add_row(x.model_name, x.model_ref, _styled(x.state), good, x.command_id, x.message)
-    return [head, pipes, desired]
+    return [head, pipes, *([cameras] if cameras.row_count else []), desired]
 
 
 def rollout_tables(r: Any) -> list[Any]:
@@ -163,6 +188,20 @@ def rollout_tables(r: Any) -> list[Any]:
     head.add_row("state", _styled(r.state))
     head.add_row("wave", f"{r.current_wave + 1} of {len(r.waves)} ({','.join(r.waves)})")
     head.add_row("health window", f"{r.health_window_s:.0f} s")
+    gates = [
+        f"{name} {value:g}"
+        for name, value in (
+            ("min_shadow_f1", r.min_shadow_f1),
+            ("max_class_mix_shift", r.max_class_mix_shift),
+            ("max_detection_rate_change", r.max_detection_rate_change),
+        )
+        if value
+    ]
+    if gates:
+        sampling = f"sample rate {r.shadow_sample_rate or 0.1:g}, {r.shadow_min_frames or 30} frames"
+        head.add_row("shadow gates", ", ".join(gates) + f" ({sampling})")
+    grace = f"{r.camera_grace_s:g} s" if r.camera_grace_s else "the controller's"
+    head.add_row("camera gate", "off" if r.cameras_may_be_down else f"every camera streaming (grace {grace})")
     head.add_row("message", r.message)
     devs = Table(title="devices")
     for col in ("device", "wave", "state", "previous", "message"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from edgefleet.sdk import EdgefleetError, IntegrityError, check_archive, load_package
-from edgefleet.sdk._onnx_check import check_model_file
+from edgefleet.sdk.kit import check_model_file
 
 from ._errors import RegistryError
 

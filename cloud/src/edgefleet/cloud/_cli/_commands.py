@@ -21,7 +21,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scrip
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, code)
 
@@ -29,25 +29,23 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 @contextlib.contextmanager
 def _user_errors() -> Iterator[None]:
     """Turn expected failures into one line on stderr and a non-zero exit (no traceback)."""
-    from edgefleet.sdk import EdgefleetError
-
-    from ._errors import CloudError
+    from edgefleet.sdk import EdgefleetError  # the root of CloudError and of the SDK's errors
 
     try:
         yield
-    except (CloudError, EdgefleetError) as exc:
+    except EdgefleetError as exc:
         raise _fail(str(exc)) from None
 
 
 def _address(controller: str | None) -> str:
-    from ._client import DEFAULT_CONTROLLER
+    from .._fleet_client import DEFAULT_CONTROLLER
 
     return controller or os.environ.get("EDGEFLEET_CONTROLLER") or DEFAULT_CONTROLLER
 
 
 def _client(controller: str | None) -> Any:
-    from ._cli_security import client_credentials
-    from ._client import FleetClient
+    from .._fleet_client import FleetClient
+    from ._security_commands import client_credentials
 
     return FleetClient(_address(controller), **client_credentials())
 
@@ -71,7 +69,7 @@ def _console() -> Any:
 
 def _show(obj: Any, as_json: bool, render: Any) -> None:
     """``--json``: the message as JSON on stdout; otherwise ``render(obj)``'s rich renderables."""
-    from ._cli_render import emit_json
+    from ._display import emit_json
 
     if as_json:
         emit_json(obj)
@@ -89,7 +87,7 @@ def register(cli: Any) -> None:
     _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
     _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
     _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
-    from ._cli_security import register_security
+    from ._security_commands import register_security
 
     register_security(cli)
 
@@ -97,6 +95,14 @@ def register(cli: Any) -> None:
 def _controller_commands(grp: typer.Typer) -> None:
     @grp.command("serve")
     def serve_cmd(
+        ctx: typer.Context,
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                "--config",
+                help="YAML file of these settings (keys: the flags' names, _ for -); flags given here win",
+            ),
+        ] = None,
         db: Annotated[str, typer.Option(help="sqlite:///path or postgresql://user@host/db")] = (
             "sqlite:///edgefleet-controller/controller.db"
         ),
@@ -138,7 +144,16 @@ def _controller_commands(grp: typer.Typer) -> None:
         metrics_listen: Annotated[
             str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
         ] = None,
+        camera_grace: Annotated[
+            float,
+            typer.Option(
+                help="Seconds a camera may be not streaming before its device reads degraded (and gates fail)"
+            ),
+        ] = 10.0,
         log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+        log_format: Annotated[
+            str, typer.Option(help="text (UTC timestamps), or json: one JSON object per line; credentials redacted")
+        ] = "text",
         tls_cert: Annotated[Path | None, typer.Option(help="Controller certificate (PEM)")] = None,
         tls_key: Annotated[Path | None, typer.Option(help="Controller private key (PEM)")] = None,
         client_ca: Annotated[Path | None, typer.Option(help="Fleet CA that client certificates need")] = None,
@@ -154,57 +169,84 @@ def _controller_commands(grp: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Serve AgentService, FleetService and grpc.health.v1 until SIGINT/SIGTERM."""
+        _serve(_options(ctx, config))
 
-        from edgefleet.sdk import key_id as key_id_of
-        from edgefleet.sdk import load_public_key
-        from edgefleet.sdk._cli import set_log_level
 
-        from ._server import serve
-        from ._settings import ControllerSettings
+def _options(ctx: typer.Context, config: Path | None) -> dict[str, Any]:
+    """The serve command's values: its flags' defaults, then the --config file's keys, then the flags the
+    command line gave (they win)."""
+    opts = dict(ctx.params)
+    if config is not None:
+        from .._controller_file import load_controller_file
 
-        set_log_level(log_level)
-        if mqtt is None and (mqtt_ca_file or mqtt_cert_file or mqtt_key_file):
-            raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")
         with _user_errors():
-            keys = {}
-            for path in trusted_key or []:
-                key = load_public_key(path)
-                keys[key_id_of(key)] = key
-            if not keys and not allow_unsigned:
-                raise _fail("give at least one --trusted-key (publisher public key), or --allow-unsigned")
-            from ._cli_security import controller_security
+            from_file = load_controller_file(config)
+        for name, value in from_file.items():
+            source = ctx.get_parameter_source(name)  # click's ParameterSource (typer vendors click)
+            if source is None or source.name == "DEFAULT":
+                opts[name] = value
+    return opts
 
-            security = controller_security(
-                tls_cert, tls_key, client_ca, crl, insecure, admin_token_file, revoked_key or []
-            )
-            settings = ControllerSettings(
-                db_url=db,
-                listen=listen,
-                data_dir=data_dir,
-                trusted_keys=keys,
-                allow_unsigned=allow_unsigned,
-                replica_id=replica_id,
-                status_interval_s=status_interval,
-                default_health_window_s=health_window,
-                tick_s=tick,
-                lease_s=lease,
-                stale_s=stale,
-                hello_timeout_s=hello_timeout,
-                max_attempts=max_attempts,
-                retry_backoff_s=retry_backoff,
-                mqtt_url=mqtt,
-                mqtt_fleet=fleet,
-                mqtt_ca_file=mqtt_ca_file,
-                mqtt_cert_file=mqtt_cert_file,
-                mqtt_key_file=mqtt_key_file,
-                mqtt_share_group=mqtt_share_group,
-                metrics_listen=metrics_listen,
-                **security,
-            )
-            serve(
-                settings,
-                ready=lambda c: print(f"edgefleet controller listening on port {c.port}", flush=True),
-            )
+
+def _serve(o: dict[str, Any]) -> None:
+    from edgefleet.sdk import key_id as key_id_of
+    from edgefleet.sdk import load_public_key
+    from edgefleet.sdk.kit import configure_logs, set_log_level
+
+    from .._server import serve
+    from .._settings import ControllerSettings
+
+    configure_logs(o["log_format"], service="edgefleet-controller")
+    set_log_level(o["log_level"])
+    if o["mqtt"] is None and (o["mqtt_ca_file"] or o["mqtt_cert_file"] or o["mqtt_key_file"]):
+        raise _fail("--mqtt-ca-file/--mqtt-cert-file/--mqtt-key-file need --mqtt mqtts://broker:8883")
+    with _user_errors():
+        keys = {}
+        for path in o["trusted_key"] or []:
+            key = load_public_key(path)
+            keys[key_id_of(key)] = key
+        if not keys and not o["allow_unsigned"]:
+            raise _fail("give at least one --trusted-key (publisher public key), or --allow-unsigned")
+        from ._security_commands import controller_security
+
+        security = controller_security(
+            o["tls_cert"],
+            o["tls_key"],
+            o["client_ca"],
+            o["crl"],
+            o["insecure"],
+            o["admin_token_file"],
+            o["revoked_key"] or [],
+        )
+        settings = ControllerSettings(
+            db_url=o["db"],
+            listen=o["listen"],
+            data_dir=o["data_dir"],
+            trusted_keys=keys,
+            allow_unsigned=o["allow_unsigned"],
+            replica_id=o["replica_id"],
+            status_interval_s=o["status_interval"],
+            default_health_window_s=o["health_window"],
+            tick_s=o["tick"],
+            lease_s=o["lease"],
+            stale_s=o["stale"],
+            hello_timeout_s=o["hello_timeout"],
+            max_attempts=o["max_attempts"],
+            retry_backoff_s=o["retry_backoff"],
+            mqtt_url=o["mqtt"],
+            mqtt_fleet=o["fleet"],
+            mqtt_ca_file=o["mqtt_ca_file"],
+            mqtt_cert_file=o["mqtt_cert_file"],
+            mqtt_key_file=o["mqtt_key_file"],
+            mqtt_share_group=o["mqtt_share_group"],
+            metrics_listen=o["metrics_listen"],
+            camera_grace_s=o["camera_grace"],
+            **security,
+        )
+        serve(
+            settings,
+            ready=lambda c: print(f"edgefleet controller listening on port {c.port}", flush=True),
+        )
 
 
 def _key_commands(grp: typer.Typer) -> None:
@@ -241,7 +283,7 @@ def _model_commands(grp: typer.Typer) -> None:
         with _user_errors(), _client(controller) as fleet:
             res = fleet.push(package, key=key)
         if as_json:
-            from ._cli_render import emit_json
+            from ._display import emit_json
 
             emit_json(res)
             return
@@ -256,7 +298,7 @@ def _model_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List the model versions in the controller's registry."""
-        from ._cli_render import models_table
+        from ._display import models_table
 
         with _user_errors(), _client(controller) as fleet:
             models = fleet.list_models(name)
@@ -267,21 +309,30 @@ def _device_commands(grp: typer.Typer) -> None:
     @grp.command("ls")
     def ls(
         selector: Annotated[list[str] | None, typer.Option("--selector", "-l", help="key=value; repeat")] = None,
+        watch: Annotated[bool, typer.Option(help="A live table, refreshed until Ctrl-C")] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 2.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """List devices (optionally those matching every key=value)."""
-        from ._cli_render import devices_table
+        from ._display import devices_table
 
         sel = _pairs(selector or [], "--selector")
+        if watch and as_json:
+            raise _fail("--watch draws a live table; --json prints once: give one of them")
         with _user_errors(), _client(controller) as fleet:
+            if watch:
+                from ._watch import watch_devices
+
+                watch_devices(lambda: fleet.list_devices(sel), interval_s=interval)
+                return
             devices = fleet.list_devices(sel)
         _show(devices, as_json, devices_table)
 
     @grp.command("show", no_args_is_help=True)
     def show(device_id: str, controller: ControllerOpt = None, as_json: JsonOpt = False) -> None:
         """One device: capabilities, pipelines, health and desired state."""
-        from ._cli_render import device_detail
+        from ._display import device_detail
 
         with _user_errors(), _client(controller) as fleet:
             d = fleet.get_device(device_id)
@@ -295,7 +346,7 @@ def _device_commands(grp: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Set or remove labels on a device (they override what the agent reports)."""
-        from ._cli_render import emit_json
+        from ._display import emit_json
 
         remove = [x[:-1] for x in labels if x.endswith("-") and "=" not in x]
         if "" in remove:
@@ -321,11 +372,39 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         ] = 0.0,
         min_fps: Annotated[float, typer.Option(help="Health gate: lowest acceptable fps per pipeline")] = 0.0,
         max_latency_ms: Annotated[float, typer.Option(help="Health gate: highest acceptable p95 latency")] = 0.0,
+        min_shadow_f1: Annotated[
+            float, typer.Option(help="Shadow gate: lowest F1 of the candidate vs the serving version (0: off)")
+        ] = 0.0,
+        max_class_mix_shift: Annotated[
+            float, typer.Option(help="Shadow gate: highest class mix shift, 0..1 (0: off)")
+        ] = 0.0,
+        max_detection_rate_change: Annotated[
+            float, typer.Option(help="Shadow gate: highest relative change of detections per frame (0: off)")
+        ] = 0.0,
+        shadow_sample_rate: Annotated[float, typer.Option(help="Shadow: fraction of frames (0: 0.1)")] = 0.0,
+        shadow_min_frames: Annotated[int, typer.Option(help="Shadow: frames compared per device (0: 30)")] = 0,
+        shadow_max_s: Annotated[float, typer.Option(help="Shadow: longest phase per device, s (0: 60)")] = 0.0,
+        cameras_may_be_down: Annotated[
+            bool, typer.Option(help="Do not gate on cameras (by default every camera must be streaming)")
+        ] = False,
+        camera_grace: Annotated[
+            float, typer.Option(help="Camera gate: seconds a camera may be down (0: the controller's --camera-grace)")
+        ] = 0.0,
+        wait: Annotated[
+            bool,
+            typer.Option(
+                help="Follow the rollout live until it ends; exit 0 completed, 3 aborted, 4 rolled back, 5 timed out"
+            ),
+        ] = False,
+        timeout: Annotated[
+            float, typer.Option(min=0, help="With --wait: give up after this many seconds (0: never)")
+        ] = 0.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Roll a model version out to the devices matching --to, wave by wave."""
-        from ._cli_render import rollout_tables
+        """Roll a model version out to the devices matching --to, wave by wave. A shadow gate runs the
+        version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
+        from ._display import rollout_tables
 
         sel = _pairs(to, "--to")
         wave_list = [w.strip() for w in waves.split(",") if w.strip()]
@@ -338,20 +417,46 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 max_failure_ratio=max_failures,
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
+                shadow={
+                    "min_shadow_f1": min_shadow_f1,
+                    "max_class_mix_shift": max_class_mix_shift,
+                    "max_detection_rate_change": max_detection_rate_change,
+                    "shadow_sample_rate": shadow_sample_rate,
+                    "shadow_min_frames": shadow_min_frames,
+                    "shadow_max_s": shadow_max_s,
+                },
+                cameras_may_be_down=cameras_may_be_down,
+                camera_grace_s=camera_grace,
             )
+            if wait:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=1.0, timeout_s=timeout, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("status")
     def status(
         rollout_id: Annotated[str, typer.Argument(help="Rollout id (default: the latest)")] = "",
+        watch: Annotated[
+            bool, typer.Option(help="A live table until the rollout ends (exit codes as deploy --wait)")
+        ] = False,
+        interval: Annotated[float, typer.Option(min=0.2, help="With --watch: seconds between refreshes")] = 1.0,
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Show a rollout's waves and every device's state."""
-        from ._cli_render import rollout_tables
+        from ._display import rollout_tables
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.rollout(rollout_id)
+            if watch:
+                from ._watch import watch_rollout
+
+                rid = r.rollout_id
+                watch_rollout(lambda: fleet.rollout(rid), interval_s=interval, timeout_s=0.0, as_json=as_json)
+                return
         _show(r, as_json, rollout_tables)
 
     @grp.command("ls")
@@ -359,7 +464,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         """The most recent rollouts."""
         from rich.table import Table
 
-        from ._cli_render import ago, emit_json
+        from ._display import ago, emit_json
 
         with _user_errors(), _client(controller) as fleet:
             rollouts = fleet.list_rollouts()
@@ -396,7 +501,7 @@ def _control_command(grp: typer.Typer, action: str, doc: str) -> None:
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        from ._cli_render import emit_json
+        from ._display import emit_json
 
         with _user_errors(), _client(controller) as fleet:
             r = fleet.control(rollout_id, action)

@@ -36,7 +36,7 @@ def register_security(cli: Any) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, 1)
 
@@ -53,7 +53,7 @@ def _cert_commands(grp: typer.Typer) -> None:
         force: Annotated[bool, typer.Option(help="Replace an existing CA (every certificate dies)")] = False,
     ) -> None:
         """Create the fleet CA: ca.pem (distribute), ca.key (mode 0600, keep offline), crl.pem."""
-        from ._certs import CertError, init_ca
+        from .._certs import CertError, init_ca
 
         try:
             path = init_ca(ca_dir, name=name, days=days, force=force)
@@ -76,7 +76,7 @@ def _cert_commands(grp: typer.Typer) -> None:
         force: Annotated[bool, typer.Option(help="Overwrite existing files")] = False,
     ) -> None:
         """Issue one certificate: exactly one of --device, --controller, --admin, --broker."""
-        from ._certs import CertError, Role, issue
+        from .._certs import CertError, Role, issue
 
         options: tuple[tuple[Role, str | None], ...] = (
             ("device", device),
@@ -103,7 +103,7 @@ def _cert_commands(grp: typer.Typer) -> None:
         ca_dir: CaDir = Path("fleet-ca"),
     ) -> None:
         """Revoke a certificate and rewrite crl.pem (copy it to controllers and brokers)."""
-        from ._certs import CertError, list_issued, revoke
+        from .._certs import CertError, list_issued, revoke
 
         try:
             before = {e["serial"]: e["revoked_at"] for e in list_issued(ca_dir)}
@@ -122,7 +122,7 @@ def _cert_commands(grp: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from ._certs import CertError, list_issued
+        from .._certs import CertError, list_issued
 
         try:
             entries = list_issued(ca_dir)
@@ -164,7 +164,7 @@ def _broker_commands(grp: typer.Typer) -> None:
     ) -> None:
         """Render a Mosquitto config: TLS listener, client certificates required (the common name is the
         username), an ACL exact per role, and the TLS files copied where Mosquitto's account reads them."""
-        from ._mosquitto import render_mosquitto
+        from .._mosquitto import render_mosquitto
 
         try:
             conf = render_mosquitto(
@@ -197,7 +197,7 @@ def controller_security(
     """ControllerSettings fields from ``controller serve`` flags; raises typer.Exit on a bad mix."""
     import logging
 
-    from ._auth import TLSFiles
+    from .._auth import TLSFiles
 
     given = [p for p in (tls_cert, tls_key, client_ca) if p is not None]
     tls: TLSFiles | None = None
@@ -209,7 +209,7 @@ def controller_security(
         for p in (tls_cert, tls_key, client_ca, *([crl] if crl else [])):
             if not p.is_file():
                 raise _fail(f"{p}: no such file")
-        from ._certs import check_tls_files
+        from .._certs import check_tls_files
 
         try:  # gRPC would only say "Failed to bind to address" for a bad file
             check_tls_files(

@@ -110,7 +110,13 @@ class TelemetryAgent:
             self.publisher = pub
             if cfg.prometheus_port is not None:
                 self.metrics = MetricsServer(
-                    TelemetryCollector(self.latest, self._publisher_figures),
+                    TelemetryCollector(
+                        self.latest,
+                        self._publisher_figures,
+                        pipelines=self._live_stats,
+                        info=self._device_info,
+                        version=self.identity.agent_version,
+                    ),
                     cfg.prometheus_port,
                     cfg.prometheus_addr,
                 )
@@ -277,6 +283,30 @@ class TelemetryAgent:
         return self._publisher().publish("events", msg, Priority.CRITICAL)
 
     # --- observation -------------------------------------------------------------------------------
+    def _live_stats(self) -> dict[str, PipelineStats]:
+        """Each pipeline's stats now (for the latency histograms at scrape time)."""
+        with self._lock:
+            sources = dict(self._pipelines)
+        out: dict[str, PipelineStats] = {}
+        for name, stats_fn in sources.items():
+            try:
+                out[name] = stats_fn()
+            except Exception:
+                _log.debug("stats of pipeline %s failed", name, exc_info=True)
+        return out
+
+    def _device_info(self) -> dict[str, str]:
+        """``edgefleet_device_info``'s labels: who this is, and its SoC (Jetson label) and GPUs."""
+        ident, latest = self.identity, self.latest()
+        gpus = sorted({g.name for g in latest.system.gpus}) if latest is not None else []
+        return {
+            "device": ident.device_id,
+            "fleet": ident.fleet,
+            "agent_version": ident.agent_version,
+            "soc": ident.labels.get("soc", ""),
+            "gpu": ",".join(gpus),
+        }
+
     def latest(self) -> pb.Telemetry | None:
         with self._lock:
             return self._latest

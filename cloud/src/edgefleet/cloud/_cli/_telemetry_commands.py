@@ -24,7 +24,7 @@ def parse_duration(text: str) -> timedelta:
 
 def _fail(message: str) -> typer.Exit:
     """One line on stderr, exit status 1, no traceback."""
-    from edgefleet.sdk._cli import fail
+    from edgefleet.sdk.kit import fail
 
     return fail(message, 1)
 
@@ -48,16 +48,17 @@ def register(cli: Any) -> None:
         key_file: Annotated[Path | None, typer.Option(help="client key (mqtts)")] = None,
     ) -> None:
         """Stream a device's status, telemetry and events live."""
-        from ._telemetry._broker import parse_broker_url
-        from ._telemetry._errors import TelemetryIngestError
-        from ._telemetry._render import print_live
+        from edgefleet.sdk import EdgefleetError
+
+        from .._telemetry._mqtt_connection import parse_broker_url
+        from .._telemetry._render import print_live
 
         if kind not in ("+", "status", "telemetry", "events"):
             raise _fail("--kind must be status, telemetry, events or +")
         try:
             address = parse_broker_url(broker, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
             print_live(address, device, fleet=fleet, kind=kind, json_out=json_out, count=count, timeout=timeout)
-        except TelemetryIngestError as exc:
+        except EdgefleetError as exc:
             raise _fail(str(exc)) from None
 
     @grp.command("show")
@@ -70,11 +71,12 @@ def register(cli: Any) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
         """Summarise a device's telemetry over a window: health, models, latest figures."""
-        from ._telemetry._errors import TelemetryIngestError
-        from ._telemetry._render import print_summary
+        from edgefleet.sdk import EdgefleetError
+
+        from .._telemetry._render import print_summary
 
         window = parse_duration(since)
         try:
             print_summary(db, device, window, json_out=json_out)
-        except TelemetryIngestError as exc:
+        except EdgefleetError as exc:
             raise _fail(str(exc)) from None

@@ -64,17 +64,23 @@ class Store:
         except BaseException:
             self.engine.dispose()
             raise
+        #: called with (operation, seconds) after every :meth:`call` (the controller's db latency metric)
+        self.observe: Callable[[str, float], None] | None = None
         workers = 1 if self.engine.dialect.name == "sqlite" else 8
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgefleet-db")
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn`` on the database pool; SQLAlchemy errors become DatabaseError (one line)."""
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         try:
             return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
         except sa.exc.SQLAlchemyError as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatabaseError(f"database error: {first}") from exc
+        finally:
+            if self.observe is not None:
+                self.observe(getattr(fn, "__name__", "call"), time.perf_counter() - started)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
@@ -401,6 +407,12 @@ class Store:
             ).mappings()
         ]
         return out
+
+    def rollout_params(self, rollout_id: str) -> dict[str, Any]:
+        """A rollout's params (gates, windows); {} for an unknown id."""
+        with self.engine.connect() as c:
+            value = c.execute(sa.select(rollouts.c.params).where(rollouts.c.rollout_id == rollout_id)).scalar()
+        return dict(value) if isinstance(value, dict) else {}
 
     def get_rollout(self, rollout_id: str = "") -> Row:
         with self.engine.connect() as c:

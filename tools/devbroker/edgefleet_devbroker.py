@@ -1,7 +1,8 @@
 """A small MQTT 5 broker for demos and tests on machines without Mosquitto (``make demo``).
 
-Run it as ``python -m edgefleet.cloud._telemetry._embedded_broker --port 1883``. It implements what the
-agent's publisher, the controller's ingest and ``edgefleet telemetry tail`` use, to the MQTT 5.0
+Run it as ``python -m edgefleet_devbroker --port 1883``: a dev-only distribution (``tools/devbroker``),
+installed into the development venv by the Makefile and shipped by no runtime distribution. It implements
+what the agent's publisher, the controller's ingest and ``edgefleet telemetry tail`` use, to the MQTT 5.0
 specification: QoS 0 and 1 (it announces Maximum QoS 1), PUBACK "no matching subscribers" (0x10), retained
 messages, Last Will (sent when a client vanishes, times out or disconnects with reason 0x04), persistent
 sessions (``clean_start`` off plus a session expiry: subscriptions kept and QoS 1 messages queued while

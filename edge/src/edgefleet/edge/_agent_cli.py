@@ -23,26 +23,14 @@ def register(cli: Any) -> None:
         ] = "text",
     ) -> None:
         """Run the edge agent: the configured pipelines, following the controller."""
-        import logging
-
         from edgefleet.sdk import EdgefleetError
-        from edgefleet.sdk._cli import fail, set_log_level
+        from edgefleet.sdk.kit import configure_logs, fail, set_log_level
 
-        from ._errors import AgentError
         from ._main import run_agent
 
-        if log_format not in ("text", "json"):
-            raise typer.BadParameter("must be text or json", param_hint="--log-format")
-        if log_format == "json":
-            from ._telemetry._logging import JsonLinesFormatter
-
-            root = logging.getLogger()
-            if not root.handlers:
-                root.addHandler(logging.StreamHandler())
-            for handler in root.handlers:
-                handler.setFormatter(JsonLinesFormatter(static={"service": "edgefleet-agent"}))
+        configure_logs(log_format, service="edgefleet-agent")  # the device id joins once the config is read
         set_log_level(log_level)
         try:
             run_agent(config)
-        except (AgentError, EdgefleetError) as exc:
+        except EdgefleetError as exc:  # AgentError and the SDK's errors alike
             raise fail(str(exc), 1) from None

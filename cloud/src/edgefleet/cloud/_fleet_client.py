@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
-from edgefleet.sdk._address import connect_problem, host_port_problem
+from edgefleet.sdk.kit import connect_problem, host_port_problem
 
 from ._errors import (
     CloudError,
@@ -21,6 +21,7 @@ from ._errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from ._shadow_gates import SHADOW_FIELDS
 
 __all__ = ["DEFAULT_CONTROLLER", "FleetClient"]
 
@@ -176,7 +177,12 @@ class FleetClient:
         min_fps: float = 0.0,
         max_latency_ms: float = 0.0,
         request_id: str | None = None,
+        shadow: Mapping[str, float] | None = None,
+        cameras_may_be_down: bool = False,
+        camera_grace_s: float = 0.0,
     ) -> fleet_pb2.Rollout:
+        """``shadow``: shadow gates and sampling by their CreateRolloutRequest names (``min_shadow_f1``,
+        ``max_class_mix_shift``, ``max_detection_rate_change``, ``shadow_sample_rate``, ...)."""
         req = fleet_pb2.CreateRolloutRequest(
             model_ref=model_ref,
             selector=selector,
@@ -186,7 +192,13 @@ class FleetClient:
             min_fps=min_fps,
             max_latency_ms=max_latency_ms,
             request_id=request_id or uuid.uuid4().hex,
+            cameras_may_be_down=cameras_may_be_down,
+            camera_grace_s=camera_grace_s,
         )
+        for key, value in (shadow or {}).items():
+            if key not in SHADOW_FIELDS:
+                raise InvalidArgumentError(f"unknown shadow gate {key!r} (one of {', '.join(SHADOW_FIELDS)})")
+            setattr(req, key, int(value) if key == "shadow_min_frames" else float(value))
         ro: fleet_pb2.Rollout = self._call(self._stub.CreateRollout, req)
         return ro
 

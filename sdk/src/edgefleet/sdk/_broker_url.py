@@ -1,4 +1,9 @@
-"""Broker addresses: ``mqtt://[user[:password]@]host[:1883]`` and ``mqtts://...:8883`` with TLS files."""
+"""MQTT broker addresses, the one parser the agent and the controller share (through ``edgefleet.sdk.kit``):
+``mqtt://[user[:password]@]host[:1883]`` and ``mqtts://...[:8883]`` with TLS files.
+
+Each member raises its own error class (``error=``): the agent's ``BrokerUrlError``, the controller's
+``TelemetryIngestError``; both derive from :class:`~edgefleet.sdk.EdgefleetError`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from edgefleet.sdk._tls import client_context
-
-from ._errors import BrokerUrlError
+from ._errors import ConfigError
+from ._tls import client_context
 
 __all__ = ["BrokerAddress", "parse_broker_url"]
 
@@ -47,8 +51,11 @@ def parse_broker_url(
     key_file: str | Path | None = None,
     username: str | None = None,
     password: str | None = None,
+    error: type[Exception] = ConfigError,
 ) -> BrokerAddress:
     """Parse ``mqtt://host:1883`` or ``mqtts://user:pass@host:8883``; explicit arguments win over the URL.
+    TLS files only with ``mqtts``; they are read here, so a bad one fails now and not at connect time in
+    the MQTT client's thread. A problem raises ``error`` (one line).
 
     >>> parse_broker_url("mqtt://127.0.0.1").port
     1883
@@ -56,13 +63,13 @@ def parse_broker_url(
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got {parts.scheme or url!r}")
+        raise error(f"broker URL must start with mqtt:// or mqtts://, got {parts.scheme or url!r}")
     if not parts.hostname:
-        raise BrokerUrlError("broker URL has no host")
+        raise error("broker URL has no host")
     try:
         port = parts.port or _DEFAULT_PORTS[scheme]
     except ValueError as exc:
-        raise BrokerUrlError(f"broker URL has an invalid port: {exc}") from None
+        raise error(f"broker URL has an invalid port: {exc}") from None
     tls = scheme == "mqtts"
     files = {"ca_file": ca_file, "cert_file": cert_file, "key_file": key_file}
     paths: dict[str, Path | None] = {}
@@ -71,13 +78,13 @@ def parse_broker_url(
             paths[name] = None
             continue
         if not tls:
-            raise BrokerUrlError(f"{name} given for a plain mqtt:// broker; use mqtts://")
+            raise error(f"{name} given for a plain mqtt:// broker; use mqtts://")
         path = Path(value)
         if not path.is_file():
-            raise BrokerUrlError(f"{name} {path} does not exist")
+            raise error(f"{name} {path} does not exist")
         paths[name] = path
     if paths["key_file"] is not None and paths["cert_file"] is None:
-        raise BrokerUrlError("key_file given without cert_file")
+        raise error("key_file given without cert_file")
     user = username if username is not None else (unquote(parts.username) if parts.username else None)
     secret = password if password is not None else (unquote(parts.password) if parts.password else None)
     address = BrokerAddress(
@@ -90,9 +97,9 @@ def parse_broker_url(
         cert_file=paths["cert_file"],
         key_file=paths["key_file"],
     )
-    try:  # read the TLS files now: at connect time, in the publisher's thread, a bad one would go unseen
+    try:
         address.ssl_context()
     except (ssl.SSLError, OSError) as exc:
         names = ", ".join(f"{k} {v}" for k, v in paths.items() if v is not None) or "the system CA store"
-        raise BrokerUrlError(f"TLS files not usable ({names}): {getattr(exc, 'reason', None) or exc}") from None
+        raise error(f"TLS files not usable ({names}): {getattr(exc, 'reason', None) or exc}") from None
     return address

@@ -388,6 +388,7 @@ class Pipeline:
         if self._state == "created":
             self.start()
         flow = self._flow
+        deadline = None if timeout is None else time.monotonic() + timeout  # for the next result
         while True:
             try:
                 item = self._results.get(timeout=0.1)
@@ -397,15 +398,15 @@ class Pipeline:
                 if flow.done.is_set() and self._results.empty():
                     flow.raise_if_failed()
                     return
-                if timeout is not None:
-                    timeout -= 0.1
-                    if timeout <= 0:
-                        raise TimeoutError("no result within the timeout") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no result within {timeout} s") from None
                 continue
             if item is END:
                 flow.raise_if_failed()
                 return
             yield item
+            if timeout is not None:
+                deadline = time.monotonic() + timeout
 
     def close(self) -> None:
         """Stop everything, join every thread, close sinks and the model. Idempotent."""

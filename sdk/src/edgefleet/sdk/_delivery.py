@@ -204,10 +204,13 @@ class ResultStage:
         try:
             decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         except Exception as exc:
-            if not self.swapper.watching(batch.model):
+            if self.swapper.rejected(batch.model):
+                pass  # an earlier batch of it rolled it back already: this one, still bound to it, re-runs too
+            elif not self.swapper.watching(batch.model):
                 self.flow.fail("decode", exc)  # reported as the decode stage, with the decoder's error
                 return None
-            self.swapper.fail(batch.model, f"decoding failed: {exc}")
+            else:
+                self.swapper.fail(batch.model, f"decoding failed: {exc}")
             if not rerun(batch, self.slot, self.copies, self.flow.abort):
                 return None
             decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)

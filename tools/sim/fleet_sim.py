@@ -21,7 +21,10 @@ Phases, every one bounded in count and time:
      carries a running count in health.frames_in; the controller stores it, so handled = the stored counts'
      advance, read from the database) / CPU seconds the controller process used (psutil) = RPC/s per core;
   3. deploy: `deploy toy-yolo:2.0.0 --to fleet=sim --waves 100%`: time from the CreateRollout call to the
-     first and last agent receiving its command, to every agent's DONE, to the rollout's `completed`.
+     first and last agent receiving its command, to every agent's DONE, to the rollout's `completed`;
+  4. with --spec: `pipelines push` a spec (2 cameras, tracking, a zone) and `deploy --pipeline sim-site:1
+     --to fleet=sim --waves 100%`: the same figures for the spec (an agent applies it at once, reports the
+     spec's own status row, and its last-good after the health window), p99 and last included.
 Only loopback; the controller, its database and every process started here are stopped here.
 """
 
@@ -65,6 +68,26 @@ AGENT_OPTIONS = [  # the real agent's channel options (edge/_agent.py)
 ]
 
 
+SIM_SPEC = {
+    "name": "sim-site",
+    "version": 1,
+    "connect_timeout_s": 5,
+    "pipelines": {
+        "cam": {
+            "model": "toy-yolo",
+            "sources": [
+                {"type": "synthetic", "id": "door", "width": 640, "height": 480, "fps": 15},
+                {"type": "synthetic", "id": "yard", "width": 640, "height": 480, "fps": 15},
+            ],
+            "analytics": [
+                {"type": "track"},
+                {"type": "zones", "zones": [{"name": "z", "points": [[0, 0], [9, 0], [9, 9]]}]},
+            ],
+        }
+    },
+}
+
+
 # --- one worker process -------------------------------------------------------------------------------
 @dataclass
 class SimConfig:
@@ -90,6 +113,7 @@ class AgentRecord:
     errors: list[str] = field(default_factory=list)
     received: dict[str, float] = field(default_factory=dict)  # command id -> first receipt
     done: dict[str, float] = field(default_factory=dict)  # command id -> DONE sent
+    last_good: dict[str, float] = field(default_factory=dict)  # command id -> last-good reported (HEALTH)
 
 
 class SimAgent:
@@ -108,6 +132,8 @@ class SimAgent:
         self.out: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
         self.interval = 5.0
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.spec: tuple[str, str, str] | None = None  # (name, ref, sha) of the pipeline spec applied
+        self.spec_good = ""
 
     def _pipeline(self) -> Any:
         c = self.common
@@ -129,6 +155,26 @@ class SimAgent:
             last_good_sha256=self.last_good_sha,
         )
 
+    def _pipelines(self) -> list[Any]:
+        """The pipeline, and a pipeline spec's own row once one is applied (as edge/_specs.py reports it)."""
+        rows = [self._pipeline()]
+        if self.spec is not None:
+            name, ref, sha = self.spec
+            c = self.common
+            rows[0].spec_ref = ref.removeprefix("spec/")
+            rows.append(
+                c.PipelineStatus(
+                    name=f"spec/{name}",
+                    model_ref=ref,
+                    model_sha256=sha,
+                    state="running",
+                    health=c.Health(fps=30.0, latency_p95_ms=20.0, healthy=True),
+                    last_good_ref=self.spec_good,
+                    spec_ref=ref.removeprefix("spec/"),
+                )
+            )
+        return rows
+
     def _hello(self) -> Any:
         caps = self.common.Capabilities(
             arch=platform.machine(),
@@ -144,7 +190,7 @@ class SimAgent:
                 device_id=self.id,
                 labels={**FLEET_LABEL, "site": f"s{hash(self.id) % 10}"},
                 capabilities=caps,
-                pipelines=[self._pipeline()],
+                pipelines=self._pipelines(),
                 agent_version="0.1.0-sim",
             )
         )
@@ -228,10 +274,10 @@ class SimAgent:
         await asyncio.sleep(random.uniform(0, self.interval))  # agents do not start in lockstep
         while not stop.is_set():
             self.rec.status_sent += 1
-            pipe = self._pipeline()
+            pipes = self._pipelines()
             self._send(
                 self.pb.AgentMessage(
-                    status=self.pb.StatusReport(pipelines=[pipe], health=pipe.health, sent_at=time.time())
+                    status=self.pb.StatusReport(pipelines=pipes, health=pipes[0].health, sent_at=time.time())
                 )
             )
             await asyncio.sleep(self.interval)
@@ -258,6 +304,17 @@ class SimAgent:
         try:
             if kind == "apply":
                 ok, message, ref = await self._apply(stub, cid, cmd.apply)
+            elif kind == "spec":
+                sp = cmd.spec
+                ref = f"spec/{sp.name}:{sp.version}"
+                if hashlib.sha256(sp.document.encode()).hexdigest() != sp.sha256:
+                    ok, message = False, "the spec's document does not match its sha256"
+                else:
+                    json.loads(sp.document)  # the agent parses it; a real one also applies it
+                    self.spec = (sp.name, ref, sp.sha256)
+                    if sp.rollback:
+                        self.spec_good = ref
+                    ok, message = True, f"running {ref.removeprefix('spec/')}"
             elif kind == "rollback":
                 self._event(cid, pb.STEP_ROLLED_BACK, f"back to {cmd.rollback.to_ref}")
                 self.serving, self.previous = cmd.rollback.to_ref, self.serving
@@ -268,7 +325,7 @@ class SimAgent:
         finally:
             self.inflight.discard(cid)
         self.outcomes[cid] = (ok, message, ref)
-        held = ok and kind == "rollback"
+        held = ok and (kind == "rollback" or (kind == "spec" and cmd.spec.rollback))
         self._event(cid, pb.STEP_DONE, message, done=True, ok=ok, model_ref=ref, last_good=held)
         self.rec.done.setdefault(cid, time.time())
         if ok and kind == "apply":
@@ -276,6 +333,13 @@ class SimAgent:
             if self.serving == ref:
                 self.last_good, self.last_good_sha = ref, self.sha
                 self._event(cid, pb.STEP_HEALTH, f"{ref} healthy; now last-good", model_ref=ref, last_good=True)
+                self.rec.last_good.setdefault(cid, time.time())
+        if ok and kind == "spec" and not cmd.spec.rollback:
+            await asyncio.sleep(cmd.spec.health_window_s)
+            if self.spec is not None and self.spec[1] == ref:
+                self.spec_good = ref
+                self._event(cid, pb.STEP_HEALTH, f"{ref} healthy; now last-good", model_ref=ref, last_good=True)
+                self.rec.last_good.setdefault(cid, time.time())
 
     async def _apply(self, stub: Any, cid: str, apply: Any) -> tuple[bool, str, str]:
         pb, m = self.pb, apply.model
@@ -436,10 +500,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(args.settle_s)
                 result["steady"] = steady(args, ctl.pid, [p.pid for p in procs], url)
                 result["deploy"] = deploy(args, fleet, f"{v2.name}:{v2.version}", ctl.pid)
+                if args.spec:
+                    fleet.push_spec(json.dumps(SIM_SPEC))
+                    result["spec_deploy"] = deploy(args, fleet, "", ctl.pid, pipeline="sim-site:1")
                 stop_evt.set()
                 records = [r for batch in _collect(q, "result", args.processes, 60) for r in batch]
                 result["connect"] = connect_figures(records, t_spawn)
                 result["deploy"] |= delivery_figures(records, result["deploy"])
+                if args.spec:
+                    result["spec_deploy"] |= delivery_figures(records, result["spec_deploy"])
                 result["agents_summary"] = {
                     "status_sent": sum(r["status_sent"] for r in records),
                     "status_dropped_queue_full": sum(r["status_dropped"] for r in records),
@@ -483,10 +552,10 @@ def steady(args: argparse.Namespace, ctl_pid: int, sim_pids: list[int], url: str
     }
 
 
-def deploy(args: argparse.Namespace, fleet: Any, ref: str, ctl_pid: int) -> dict[str, Any]:
+def deploy(args: argparse.Namespace, fleet: Any, ref: str, ctl_pid: int, pipeline: str = "") -> dict[str, Any]:
     cpu0 = cpu_s([ctl_pid])
     t0 = time.time()
-    ro = fleet.deploy(ref, FLEET_LABEL, ["100%"], health_window_s=1.0)
+    ro = fleet.deploy(ref, FLEET_LABEL, ["100%"], health_window_s=1.0, pipeline_ref=pipeline)
     t_rpc = time.time()
     final = wait_for(
         f"rollout {ro.rollout_id} to finish",
@@ -498,7 +567,8 @@ def deploy(args: argparse.Namespace, fleet: Any, ref: str, ctl_pid: int) -> dict
     for m in final.devices:
         states[m.state] = states.get(m.state, 0) + 1
     return {
-        "model": ref,
+        "model": ref or None,
+        "pipeline_spec": pipeline or None,
         "rollout": ro.rollout_id,
         "members": len(ro.devices),
         "t0": t0,
@@ -536,6 +606,7 @@ def delivery_figures(records: list[dict[str, Any]], dep: dict[str, Any]) -> dict
     prefix, t0 = dep["rollout"] + ".", dep.pop("t0")
     recv = [t - t0 for r in records for cid, t in r["received"].items() if cid.startswith(prefix)]
     done = [t - t0 for r in records for cid, t in r["done"].items() if cid.startswith(prefix)]
+    good = [t - t0 for r in records for cid, t in r["last_good"].items() if cid.startswith(prefix)]
     return {
         "agents_received": len(recv),
         "agents_done": len(done),
@@ -543,9 +614,14 @@ def delivery_figures(records: list[dict[str, Any]], dep: dict[str, Any]) -> dict
         "median_received_s": pct(recv, 50),
         "p99_received_s": pct(recv, 99),
         "last_received_s": pct(recv, 100),
+        "p99_done_s": pct(done, 99),
         "last_done_s": pct(done, 100),
+        "agents_last_good": len(good),
+        "p99_last_good_s": pct(good, 99),
+        "last_last_good_s": pct(good, 100),
         "definition": "seconds after the CreateRollout call (desired state written for every device, each "
-        "stream woken, the command sent; DONE: the agent's acknowledgment after its steps)",
+        "stream woken, the command sent; DONE: the agent's acknowledgment after its steps, i.e. applied; "
+        "last-good: its HEALTH event after the 1 s health window)",
     }
 
 
@@ -568,6 +644,9 @@ def main() -> int:
     ap.add_argument("--connect-concurrency", type=int, default=1000, help="dials in flight per process")
     ap.add_argument("--deploy-timeout", type=float, default=300.0)
     ap.add_argument("--run-timeout", type=float, default=900.0, help="hard bound on a worker's life")
+    ap.add_argument(
+        "--spec", action=argparse.BooleanOptionalAction, default=True, help="phase 4: a pipeline spec rollout"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if not (1 <= args.agents <= 20_000 and 1 <= args.processes <= 64):

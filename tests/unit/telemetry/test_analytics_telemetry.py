@@ -158,7 +158,7 @@ def test_per_version_quality_in_telemetry_and_prometheus() -> None:
     text = generate_latest(reg).decode()
     assert 'edgefleet_model_detections_per_frame{model="det:1.0.0",pipeline="default"} 10.0' in text
     assert 'edgefleet_model_empty_frame_ratio{model="det:2.0.0",pipeline="default"} 1.0' in text
-    assert 'edgefleet_model_confidence{model="det:1.0.0",pipeline="default",quantile="0.5"} 0.6' in text
+    assert 'edgefleet_model_confidence_quantile{model="det:1.0.0",pipeline="default",q="0.5"} 0.6' in text
     assert 'edgefleet_model_class_share{class="person",model="det:1.0.0",pipeline="default"} 0.8' in text
     assert 'edgefleet_model_track_churn_per_frame{kind="new",model="det:1.0.0",pipeline="default"} 0.1' in text
     assert 'edgefleet_model_frames_total{model="det:2.0.0",pipeline="default"} 90.0' in text

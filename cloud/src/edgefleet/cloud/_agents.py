@@ -24,6 +24,8 @@ from ._errors import DatabaseError
 from ._fleet_store import Row, Store
 from ._settings import ControllerSettings
 from ._shadow_gates import shadow_pb
+from ._spec_commands import SpecCommands
+from ._spec_store import SPEC_PREFIX
 from ._status_writer import StatusWriter
 
 __all__ = ["AgentHub", "AgentServicer"]
@@ -103,6 +105,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.settings = settings
         self.on_event = on_event
         self.status_writer = status_writer
+        self.specs = SpecCommands(store)
 
     async def Connect(
         self,
@@ -161,6 +164,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             [msg_dict(p) for p in hello.pipelines],
             conn.conn_id,
         )
+        if peer is not None:  # what camera secrets are sealed to: the key of the certificate it proved it holds
+            await self.specs.remember_key(device_id, context)
         _log.info("agent %s connected (%s)", device_id, context.peer())
         joined = await self.store.call(self.store.join_rollouts, device_id)
         if joined:
@@ -179,13 +184,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     last = conn.sent.get(d["command_id"])
                     if last is not None and time.monotonic() - last < self.settings.resend_s:
                         continue
-                    model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
-                    params = None
-                    if d["kind"] == "apply" and d["rollout_id"]:
-                        params = await self.store.call(self.store.rollout_params, d["rollout_id"])
+                    if str(d["model_name"]).startswith(SPEC_PREFIX):
+                        out = await self.specs.command(d, device_id)
+                    else:
+                        model = await self.store.call(self.store.model_by_sha, d["sha256"]) if d["sha256"] else None
+                        params = None
+                        if d["kind"] == "apply" and d["rollout_id"]:
+                            params = await self.store.call(self.store.rollout_params, d["rollout_id"])
+                        out = command_pb(d, model, params)
                     conn.sent[d["command_id"]] = time.monotonic()
                     _log.info("→ %s command %s (%s %s)", device_id, d["command_id"], d["kind"], d["ref"])
-                    yield command_pb(d, model, params)
+                    yield out
                 conn.wake.clear()
                 waiter = asyncio.create_task(conn.wake.wait())
                 await asyncio.wait(

@@ -40,13 +40,21 @@ def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
 
 
 def device_pb(
-    r: Row, *, online: bool, telemetry: Any = None, camera_grace_s: float = DEFAULT_CAMERA_GRACE_S
+    r: Row,
+    *,
+    online: bool,
+    telemetry: Any = None,
+    camera_grace_s: float = DEFAULT_CAMERA_GRACE_S,
+    telemetry_cameras: list[dict[str, Any]] | None = None,
 ) -> fleet_pb2.Device:
     """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None. The health state is
-    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`)."""
-    state, detail = device_health(
-        r["pipelines"], online=online, reported=r.get("health_at", 0.0) > 0, grace_s=camera_grace_s
-    )
+    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`); from those of its
+    newest MQTT telemetry (``telemetry_cameras``) when its status reports carry none (an older agent)."""
+    pipes, reported = r["pipelines"], r.get("health_at", 0.0) > 0
+    if telemetry_cameras and not any(p.get("cameras") for p in pipes):
+        pipes, reported = [{"cameras": telemetry_cameras}], True
+        online = online or bool(telemetry is not None and telemetry.online)
+    state, detail = device_health(pipes, online=online, reported=reported, grace_s=camera_grace_s)
     msg = fleet_pb2.Device(
         device_id=r["device_id"],
         labels=r["labels"],
@@ -87,6 +95,7 @@ def device_pb(
                 agent_version=t.agent_version,
                 rejected=t.rejected,
                 acknowledged_seq=t.acked_seq,
+                cameras=[ParseDict(c, common_pb2.CameraHealth()) for c in telemetry_cameras or ()],
             )
         )
     return msg
@@ -109,6 +118,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
         max_failure_ratio=p.get("max_failure_ratio", 0.0),
         min_fps=p.get("min_fps", 0.0),
         max_latency_ms=p.get("max_latency_ms", 0.0),
+        kind="pipeline" if str(r["model_ref"]).startswith("spec/") else "model",
         cameras_may_be_down=bool(p.get("cameras_may_be_down", False)),
         camera_grace_s=float(p.get("camera_grace_s", 0.0)),
         devices=[
@@ -119,6 +129,7 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
                 previous_ref=m["previous_ref"],
                 message=m["message"],
                 command_id=m["command_id"],
+                variant=m.get("variant", ""),
             )
             for m in r["devices"]
         ],

@@ -35,6 +35,7 @@ models = sa.Table(
     sa.Column("signed_by", sa.String(64), nullable=False, default=""),
     sa.Column("manifest", sa.JSON, nullable=False),
     sa.Column("pushed_at", sa.Float, nullable=False),
+    sa.Column("portable", sa.Boolean, nullable=False, default=True),  # v10
     sa.UniqueConstraint("name", "version", name="uq_models_name_version"),
 )
 
@@ -112,7 +113,62 @@ rollout_devices = sa.Table(
     sa.Column("message", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Column("watch_since", sa.Float, nullable=False, default=0.0),  # v6: its health window runs from here
+    sa.Column("variant", sa.String(64), nullable=False, default=""),  # v10: the artifact variant picked
+    sa.Column("variant_sha", sa.String(64), nullable=False, default=""),
 )
+
+# v10: pipeline specs (immutable versions), device sealing keys, sealed camera secrets (issue 21)
+pipeline_specs = sa.Table(
+    "pipeline_specs",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("document", sa.Text, nullable=False),  # canonical JSON; never holds a credential
+    sa.Column("pushed_at", sa.Float, nullable=False),
+)
+
+device_keys = sa.Table(
+    "device_keys",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("public_key_pem", sa.Text, nullable=False),  # of the mTLS certificate it last connected with
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+sealed_secrets = sa.Table(
+    "sealed_secrets",
+    metadata,
+    sa.Column("device_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("sealed", sa.LargeBinary, nullable=False),  # ciphertext only the device can open
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# v10: per-target artifacts of a model version (the ``models`` row is the portable one, or, with
+# ``portable`` false, the first targeted one)
+model_variants = sa.Table(
+    "model_variants",
+    metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("version", sa.String(128), nullable=False),
+    sa.Column("variant", sa.String(64), nullable=False),
+    sa.Column("target", sa.JSON, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("pushed_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("name", "version", "variant", name="uq_model_variants"),
+)
+
+_V10_TABLES = [pipeline_specs, device_keys, sealed_secrets, model_variants]
+# v10: columns for variants: (table, column, SQL type, default)
+_V10_COLUMNS = [
+    ("models", "portable", "BOOLEAN", "TRUE"),
+    ("rollout_devices", "variant", "VARCHAR(64)", "''"),
+    ("rollout_devices", "variant_sha", "VARCHAR(64)", "''"),
+]
 
 schema_version_table = sa.Table(
     "schema_version",
@@ -121,7 +177,7 @@ schema_version_table = sa.Table(
     sa.Column("applied_at", sa.Float, nullable=False),
 )
 
-tables = {t.name: t for t in (models, devices, desired, rollouts, rollout_devices, schema_version_table)}
+tables = {t.name: t for t in (models, devices, desired, rollouts, rollout_devices, *_V10_TABLES, schema_version_table)}
 
 _V1_TABLES = [models, devices, desired, rollouts, rollout_devices]
 
@@ -174,6 +230,14 @@ def _v7(conn: Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} NOT NULL DEFAULT {default}"))
 
 
+def _v10(conn: Connection) -> None:
+    metadata.create_all(conn, tables=_V10_TABLES, checkfirst=True)
+    inspector = sa.inspect(conn)
+    for table, column, sql_type, default in _V10_COLUMNS:
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} NOT NULL DEFAULT {default}"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1),
     (2, "indexes on desired.state and rollouts.state", _v2),
@@ -186,6 +250,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
         _upgrade_telemetry,
     ),
     (7, "convergence: devices.connected_at, desired.attempt/not_before/last_good_at, rollout_devices.watch_since", _v7),
+    (10, "pipeline specs, device sealing keys, sealed camera secrets, model variants per target", _v10),
 ]
 
 

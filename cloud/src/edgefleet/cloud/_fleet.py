@@ -9,6 +9,7 @@ import logging
 import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -18,7 +19,7 @@ from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
 from ._artifact_store import ArtifactStore
-from ._camera_health import camera_params
+from ._camera_health import camera_params, telemetry_cameras
 from ._convert import device_pb, model_pb, rollout_pb
 from ._errors import (
     CloudError,
@@ -32,7 +33,9 @@ from ._fleet_store import Row, Store
 from ._rollouts import RolloutEngine, new_rollout_id, plan_waves, validate_waves
 from ._settings import MAX_WINDOW_S, ControllerSettings
 from ._shadow_gates import quality_baselines, shadow_params
+from ._spec_rpcs import SpecRPCs
 from ._telemetry import DeviceState, TelemetryIngestError, TelemetryStore
+from ._variants import VariantStore, check_target, describe, pick_variant
 
 __all__ = ["FleetServicer"]
 
@@ -101,6 +104,8 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         self.hub = hub
         self.engine = engine
         self.settings = settings
+        self.specs_rpc = SpecRPCs(store)
+        self.variants = VariantStore(store)
 
     def _online(self, r: Row) -> bool:
         return bool(r["online"]) and self.store.clock() - r["last_seen"] < self.settings.stale_s
@@ -118,8 +123,31 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     async def _device_pb(self, r: Row) -> fleet_pb2.Device:
         tel = await self._telemetry_states(r["device_id"])
+        msg = device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
+        msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
+        return msg
         grace = self.settings.camera_grace_s
-        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]), camera_grace_s=grace)
+        cameras = await self._telemetry_cameras(r["device_id"]) if r["device_id"] in tel else []
+        return device_pb(
+            r,
+            online=self._online(r),
+            telemetry=tel.get(r["device_id"]),
+            camera_grace_s=grace,
+            telemetry_cameras=cameras,
+        )
+
+    async def _telemetry_cameras(self, device_id: str) -> list[dict[str, Any]]:
+        """The cameras of the device's newest telemetry message of the last 10 minutes (MQTT)."""
+        if self.telemetry is None:
+            return []
+        try:
+            rows = await asyncio.to_thread(
+                self.telemetry.recent, device_id, timedelta(minutes=10), kind="telemetry", limit=1
+            )
+        except (TelemetryIngestError, SQLAlchemyError) as exc:
+            _log.warning("telemetry not readable for %s: %s", device_id, exc)
+            return []
+        return telemetry_cameras(rows[-1]["message"]) if rows else []
 
     async def PushModel(
         self,
@@ -153,7 +181,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
                 self.settings.revoked_keys,
             )
             row["pushed_at"] = self.store.clock()
-            stored, created = await self.store.call(self.store.add_model, row)
+            if h.target:  # a per-target artifact of the version (edgefleet.cloud._variants)
+                variant, created = await self.store.call(
+                    self.variants.add, row, check_target(dict(h.target)), h.variant
+                )
+                stored = await self.store.call(self.store.model_by_ref, f"{row['name']}:{row['version']}")
+                _log.info("variant %s of %s:%s registered", variant["variant"], row["name"], row["version"])
+            else:
+                stored, created = await self.store.call(self.store.add_model, row)
             if created or not await asyncio.to_thread(self.artifacts.intact, upload.sha256, upload.size):
                 self.artifacts.commit(upload)  # new, or repairs a damaged copy with the pushed bytes
                 _log.info("registered %s:%s (%s)", row["name"], row["version"], row["sha256"][:12])
@@ -169,7 +204,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     @_unary
     async def ListModels(self, request: fleet_pb2.ListModelsRequest, context: Any) -> fleet_pb2.ListModelsResponse:
         rows = await self.store.call(self.store.list_models, request.name)
-        return fleet_pb2.ListModelsResponse(models=[model_pb(r) for r in rows])
+        out = []
+        for r in rows:
+            msg = model_pb(r)
+            msg.portable = bool(r.get("portable", True))
+            for v in await self.store.call(self.variants.of, r["name"], r["version"]):
+                msg.variants.add(variant=v["variant"], sha256=v["sha256"], size=v["size"], target=v["target"])
+            out.append(msg)
+        return fleet_pb2.ListModelsResponse(models=out)
 
     @_unary
     async def ListDevices(self, request: fleet_pb2.ListDevicesRequest, context: Any) -> fleet_pb2.ListDevicesResponse:
@@ -206,9 +248,14 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     @_unary
     async def CreateRollout(self, request: fleet_pb2.CreateRolloutRequest, context: Any) -> fleet_pb2.Rollout:
-        name, _, version = request.model_ref.partition(":")
+        if request.pipeline_ref and request.model_ref:
+            raise InvalidArgumentError("a rollout deploys a model or a pipeline spec, not both")
+        name, _, version = (request.pipeline_ref or request.model_ref).partition(":")
         if not name or not version:
-            raise InvalidArgumentError(f"model must be name:version, got {request.model_ref!r}")
+            what = "pipeline spec" if request.pipeline_ref else "model"
+            raise InvalidArgumentError(
+                f"{what} must be name:version, got {request.pipeline_ref or request.model_ref!r}"
+            )
         selector = dict(request.selector)
         _check_labels(selector, "selector")
         waves = validate_waves(list(request.waves) or ["100%"])
@@ -221,13 +268,20 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             if not (math.isfinite(value) and value >= 0):  # 0: no such gate
                 raise InvalidArgumentError(f"{what} must be a number >= 0 (0: not checked), got {value}")
         shadow = shadow_params(request)
-        model = await self.store.call(self.store.model_by_ref, request.model_ref)
+        if request.pipeline_ref:
+            if shadow:
+                raise InvalidArgumentError("shadow gates judge a model version; a pipeline spec rollout takes none")
+            model = await self.specs_rpc.spec_target(request.pipeline_ref)
+        else:
+            model = await self.store.call(self.store.model_by_ref, request.model_ref)
         devs = await self.store.call(self.store.list_devices, selector)
         if not devs:
             sel = ",".join(f"{k}={v}" for k, v in selector.items()) or "(everything)"
             raise InvalidArgumentError(f"no device matches {sel} (see `edgefleet devices ls`)")
         devs.sort(key=lambda d: (not self._online(d), d["device_id"]))
         plan = plan_waves(len(devs), waves)
+        choices = [] if request.pipeline_ref else await self.store.call(self.variants.candidates, model)
+        targeted = any(c["variant"] for c in choices)  # the version has per-target artifacts
         now = self.store.clock()
         rid = new_rollout_id()
         members = []
@@ -235,20 +289,28 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
             prev: Row = next(
                 (p for p in d["pipelines"] if str(p.get("model_ref", "")).split(":")[0] == model["name"]), {}
             )
-            members.append(
-                {
-                    "rollout_id": rid,
-                    "device_id": d["device_id"],
-                    "wave": wave,
-                    "state": "pending",
-                    "previous_ref": prev.get("model_ref", ""),
-                    "previous_sha": prev.get("model_sha256", ""),
-                    "command_id": "",
-                    "swapped_at": 0.0,
-                    "message": "",
-                    "updated_at": now,
-                }
-            )
+            member = {
+                "rollout_id": rid,
+                "device_id": d["device_id"],
+                "wave": wave,
+                "state": "pending",
+                "previous_ref": prev.get("model_ref", ""),
+                "previous_sha": prev.get("model_sha256", ""),
+                "command_id": "",
+                "swapped_at": 0.0,
+                "message": "",
+                "updated_at": now,
+                "variant": "",
+                "variant_sha": "",
+            }
+            if targeted:
+                pick = pick_variant(choices, d["capabilities"])
+                if pick is None:  # reported, never skipped in silence: it counts as its wave's failure
+                    caps = describe(d["capabilities"])
+                    member.update(state="failed", message=f"no artifact of {request.model_ref} matches it ({caps})")
+                else:
+                    member.update(variant=pick["variant"] or "portable", variant_sha=pick["sha256"])
+            members.append(member)
         params = {
             "health_window_s": request.health_window_s or self.settings.default_health_window_s,
             "max_failure_ratio": request.max_failure_ratio,
@@ -291,6 +353,35 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
     ) -> fleet_pb2.ListRolloutsResponse:
         rows = await self.store.call(self.store.list_rollouts, request.limit or 20)
         return fleet_pb2.ListRolloutsResponse(rollouts=[rollout_pb(r) for r in rows])
+
+    # --- pipeline specs and secrets (edgefleet.cloud._spec_rpcs) --------------------------------------
+    @_unary
+    async def PushPipelineSpec(
+        self, request: fleet_pb2.PushPipelineSpecRequest, context: Any
+    ) -> fleet_pb2.PushPipelineSpecResponse:
+        return await self.specs_rpc.push(request)
+
+    @_unary
+    async def ListPipelineSpecs(
+        self, request: fleet_pb2.ListPipelineSpecsRequest, context: Any
+    ) -> fleet_pb2.ListPipelineSpecsResponse:
+        return await self.specs_rpc.list(request)
+
+    @_unary
+    async def GetPipelineSpec(
+        self, request: fleet_pb2.GetPipelineSpecRequest, context: Any
+    ) -> fleet_pb2.PipelineSpecInfo:
+        return await self.specs_rpc.get(request)
+
+    @_unary
+    async def PutSecret(self, request: fleet_pb2.PutSecretRequest, context: Any) -> fleet_pb2.SecretInfo:
+        info = await self.specs_rpc.put_secret(request)
+        self.hub.notify(request.device_id)
+        return info
+
+    @_unary
+    async def ListSecrets(self, request: fleet_pb2.ListSecretsRequest, context: Any) -> fleet_pb2.ListSecretsResponse:
+        return await self.specs_rpc.list_secrets(request)
 
     @_unary
     async def ControlRollout(self, request: fleet_pb2.ControlRolloutRequest, context: Any) -> fleet_pb2.Rollout:

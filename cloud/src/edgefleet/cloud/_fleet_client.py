@@ -126,16 +126,24 @@ class FleetClient:
 
     # --- models ------------------------------------------------------------------------------------
     def push(
-        self, package: Path, *, key: Path | None = None, progress: Callable[[int, int], None] | None = None
+        self,
+        package: Path,
+        *,
+        key: Path | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        target: dict[str, str] | None = None,
+        variant: str = "",
     ) -> fleet_pb2.PushModelResponse:
-        """Pack (and sign with ``key``) a package folder or tar, and upload it."""
+        """Pack (and sign with ``key``) a package folder or tar, and upload it; with ``target`` as a
+        per-target artifact of its version (``{soc: orin, jetpack: "6", tensorrt: "10"}``)."""
         from ._pack import pack_package
 
         with tempfile.TemporaryDirectory(prefix="edgefleet-push-") as tmp:
             path, sha, size = pack_package(package, Path(tmp) / "artifact.tar", key=key)
 
             def parts() -> Iterator[fleet_pb2.PushModelRequest]:
-                yield fleet_pb2.PushModelRequest(header=fleet_pb2.PushHeader(size=size, sha256=sha))
+                header = fleet_pb2.PushHeader(size=size, sha256=sha, target=target or {}, variant=variant)
+                yield fleet_pb2.PushModelRequest(header=header)
                 sent = 0
                 with path.open("rb") as f:
                     while chunk := f.read(PUSH_CHUNK):
@@ -178,13 +186,16 @@ class FleetClient:
         max_latency_ms: float = 0.0,
         request_id: str | None = None,
         shadow: Mapping[str, float] | None = None,
+        pipeline_ref: str = "",
         cameras_may_be_down: bool = False,
         camera_grace_s: float = 0.0,
     ) -> fleet_pb2.Rollout:
-        """``shadow``: shadow gates and sampling by their CreateRolloutRequest names (``min_shadow_f1``,
-        ``max_class_mix_shift``, ``max_detection_rate_change``, ``shadow_sample_rate``, ...)."""
+        """Roll out model ``model_ref`` (name:version), or with ``pipeline_ref`` a pipeline spec
+        (``model_ref`` then ""). ``shadow``: shadow gates and sampling by their CreateRolloutRequest names
+        (``min_shadow_f1``, ``max_class_mix_shift``, ``max_detection_rate_change``, ``shadow_sample_rate``, ...)."""
         req = fleet_pb2.CreateRolloutRequest(
             model_ref=model_ref,
+            pipeline_ref=pipeline_ref,
             selector=selector,
             waves=waves,
             health_window_s=health_window_s,
@@ -201,6 +212,29 @@ class FleetClient:
             setattr(req, key, int(value) if key == "shadow_min_frames" else float(value))
         ro: fleet_pb2.Rollout = self._call(self._stub.CreateRollout, req)
         return ro
+
+    # --- pipeline specs and secrets -----------------------------------------------------------------
+    def push_spec(self, document: str) -> fleet_pb2.PushPipelineSpecResponse:
+        resp: fleet_pb2.PushPipelineSpecResponse = self._call(
+            self._stub.PushPipelineSpec, fleet_pb2.PushPipelineSpecRequest(document=document)
+        )
+        return resp
+
+    def list_specs(self, name: str = "") -> list[fleet_pb2.PipelineSpecInfo]:
+        return list(self._call(self._stub.ListPipelineSpecs, fleet_pb2.ListPipelineSpecsRequest(name=name)).specs)
+
+    def get_spec(self, name: str, version: int = 0) -> fleet_pb2.PipelineSpecInfo:
+        req = fleet_pb2.GetPipelineSpecRequest(name=name, version=version)
+        info: fleet_pb2.PipelineSpecInfo = self._call(self._stub.GetPipelineSpec, req)
+        return info
+
+    def put_secret(self, device_id: str, name: str, sealed: bytes) -> fleet_pb2.SecretInfo:
+        req = fleet_pb2.PutSecretRequest(device_id=device_id, name=name, sealed=sealed)
+        info: fleet_pb2.SecretInfo = self._call(self._stub.PutSecret, req)
+        return info
+
+    def list_secrets(self, device_id: str = "") -> list[fleet_pb2.SecretInfo]:
+        return list(self._call(self._stub.ListSecrets, fleet_pb2.ListSecretsRequest(device_id=device_id)).secrets)
 
     def rollout(self, rollout_id: str = "") -> fleet_pb2.Rollout:
         ro: fleet_pb2.Rollout = self._call(self._stub.GetRollout, fleet_pb2.GetRolloutRequest(rollout_id=rollout_id))

@@ -14,8 +14,9 @@ from typing import Any, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._db import create_engine, desired, devices, migrate, models, rollout_devices, rollouts
+from ._db import create_engine, desired, devices, migrate, model_variants, models, rollout_devices, rollouts
 from ._errors import ConflictError, DatabaseError, NotFoundError
+from ._variants import VariantStore, describe, pick_variant
 
 __all__ = ["Row", "Store", "apply_command", "effective_labels", "matches"]
 
@@ -34,13 +35,14 @@ def effective_labels(row: Mapping[str, Any]) -> dict[str, str]:
     return labels
 
 
-def apply_command(ro: Mapping[str, Any], device_id: str) -> Row:
-    """The desired-state row that tells ``device_id`` to serve rollout ``ro``'s artifact."""
+def apply_command(ro: Mapping[str, Any], device_id: str, sha256: str = "") -> Row:
+    """The desired-state row that tells ``device_id`` to serve rollout ``ro``'s artifact (``sha256``: the
+    variant picked for the device, when the version has per-target artifacts)."""
     return {
         "device_id": device_id,
         "model_name": ro["model_name"],
         "kind": "apply",
-        "sha256": ro["sha256"],
+        "sha256": sha256 or ro["sha256"],
         "ref": ro["model_ref"],
         "command_id": f"{ro['rollout_id']}.{device_id}.apply",
         "rollout_id": ro["rollout_id"],
@@ -126,8 +128,11 @@ class Store:
         return dict(row)
 
     def model_by_sha(self, sha256: str) -> Row | None:
+        """The registry row of an artifact: a version's portable one, or one of its per-target variants."""
         with self.engine.connect() as c:
             row = c.execute(sa.select(models).where(models.c.sha256 == sha256)).mappings().first()
+            if row is None:
+                row = c.execute(sa.select(model_variants).where(model_variants.c.sha256 == sha256)).mappings().first()
         return dict(row) if row else None
 
     # --- devices -----------------------------------------------------------------------------------
@@ -467,25 +472,50 @@ class Store:
                 pipes = dev["pipelines"] or []
                 prev: Row = next((p for p in pipes if str(p.get("model_ref", "")).split(":")[0] == name), {})
                 completed = ro["state"] == "completed"
-                command = apply_command(dict(ro), device_id)
+                pick, variant = self._variant_for(c, dict(ro), dev)
+                command = apply_command(dict(ro), device_id, pick.get("sha256", ""))
+                state = ("applying" if completed else "pending") if variant is not None else "failed"
+                message = "joined: its labels match the selector" + ("; command sent" if completed else "")
+                if variant is None:
+                    message = (
+                        f"joined, but no artifact of {ro['model_ref']} matches it ({describe(dev['capabilities'])})"
+                    )
                 c.execute(
                     sa.insert(rollout_devices).values(
                         rollout_id=ro["rollout_id"],
                         device_id=device_id,
                         wave=len(ro["waves"]) - 1 if completed else ro["current_wave"],
-                        state="applying" if completed else "pending",
+                        state=state,
                         previous_ref=prev.get("model_ref", ""),
                         previous_sha=prev.get("model_sha256", ""),
-                        command_id=command["command_id"] if completed else "",
+                        command_id=command["command_id"] if completed and variant is not None else "",
                         swapped_at=0.0,
-                        message="joined: its labels match the selector" + ("; command sent" if completed else ""),
+                        message=message,
                         updated_at=now,
+                        variant=variant or "",
+                        variant_sha=pick.get("sha256", ""),
                     )
                 )
-                if completed:
+                if completed and variant is not None:
                     self._put_desired(c, command, now)
                 joined.append(ro["rollout_id"])
         return joined
+
+    @staticmethod
+    def _variant_for(c: Connection, ro: Mapping[str, Any], dev: Row) -> tuple[Row, str | None]:
+        """The artifact variant of a model rollout's version for ``dev``: ({}, "") when the version has one
+        artifact (or the rollout is a pipeline spec's), ({}, None) when none of its variants matches."""
+        if str(ro["model_name"]).startswith("spec/"):
+            return {}, ""
+        name, _, version = str(ro["model_ref"]).partition(":")
+        base = c.execute(sa.select(models).where(models.c.name == name, models.c.version == version)).mappings().first()
+        if base is None:
+            return {}, ""
+        choices = VariantStore.candidates_in(c, dict(base))
+        if not any(x["variant"] for x in choices):
+            return {}, ""
+        pick = pick_variant(choices, dev["capabilities"])
+        return (pick, pick["variant"] or "portable") if pick is not None else ({}, None)
 
     def active_rollouts(self) -> list[str]:
         """Rollouts that still need driving: running or paused, or with members mid-command."""

@@ -268,7 +268,7 @@ class RolloutEngine:
         members = [m for m in ro["devices"] if m["wave"] == wave]
         sending = [m for m in members if m["state"] == "pending"]
         if sending:
-            rows = [apply_command(ro, m["device_id"]) for m in sending]
+            rows = [apply_command(ro, m["device_id"], m.get("variant_sha", "")) for m in sending]
             st.send_wave(rollout_id, rows)
             for m, row in zip(sending, rows, strict=True):
                 m.update(state="applying", command_id=row["command_id"], message="command sent")
@@ -400,7 +400,7 @@ class RolloutEngine:
             return
         k = attempt + 1
         delay = 0.0 if k == 2 else min(self.retry_backoff_max_s, self.retry_backoff_s * 2 ** (k - 3))
-        row = dict(apply_command(ro, m["device_id"]), attempt=k, not_before=now + delay)
+        row = dict(apply_command(ro, m["device_id"], m.get("variant_sha", "")), attempt=k, not_before=now + delay)
         row["command_id"] = f"{row['command_id']}.{k}"
         when = f" in {delay:.0f} s" if delay else ""
         message = f"device {why}; re-sending (attempt {k} of {self.max_attempts}{when})"

@@ -31,6 +31,7 @@ from ._fetch import download
 from ._modelstore import ModelStore
 from ._pipeline_host import PipelineHost
 from ._security import controller_channel
+from ._specs import SpecRunner
 from ._state import AgentState
 from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
 
@@ -91,6 +92,7 @@ class Agent:
         )
         self.state = AgentState(config.state_dir / "state.json")
         self.hosts: dict[str, PipelineHost] = {}
+        self.specs = SpecRunner(self)
         self.status_interval_s = 5.0
         self.connected = asyncio.Event()
         self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
@@ -112,8 +114,9 @@ class Agent:
     # --- pipelines ---------------------------------------------------------------------------------
     def start_pipelines(self) -> None:
         """Start every pipeline on its last-good version (or the config's package on first boot)."""
-        for name, pc in self.config.pipelines.items():
-            host = PipelineHost(name, self._with_events(pc), services=self._services())
+        from_spec = self.specs.startup()  # a pipeline spec from the controller wins over agent.yaml
+        for name, pc in (from_spec or self.config.pipelines).items():
+            host = PipelineHost(name, pc if from_spec else self._with_events(pc), services=self._services())
             pkg: ModelPackage | None = None
             last = self.state.serving.get(name)
             if last:
@@ -128,7 +131,7 @@ class Agent:
                     )
                     self._report_error(f"pipeline {name}", f"last-good {last.get('ref')} unusable: {exc}")
             if pkg is None:
-                pkg = self.store.load(pc.model)
+                pkg = self.specs.package_for(str(pc.model)) if from_spec else self.store.load(pc.model)
             host.start(pkg)
             self.hosts[name] = host
             if self.telemetry is not None:
@@ -186,8 +189,12 @@ class Agent:
                 if ((self.state.serving.get(name) or {}).get("ref") == st["model_ref"])
                 else self.state.packages.get(st["model_ref"], {}).get("sha256", "")
             )
+            st["spec_ref"] = self.specs.spec_ref_of(name)
             out.append(st)
         self._stamp_last_good(out)
+        row = self.specs.status_row()
+        if row is not None:
+            out.append(row)
         return out
 
     def _stamp_last_good(self, statuses: list[dict[str, Any]]) -> None:
@@ -195,6 +202,8 @@ class Agent:
         report is sent: a report taken on a worker thread must not arrive after the "now last-good" event
         and still name the version before."""
         for st in statuses:
+            if st["name"].startswith("spec/"):
+                continue  # a pipeline spec's own row carries the spec's last-good (edgefleet.edge._specs)
             last_good = self.state.last_good(st["name"])
             st["last_good_ref"] = last_good.get("ref", "")
             st["last_good_sha256"] = last_good.get("sha256", "")
@@ -308,7 +317,10 @@ class Agent:
 
     async def _report_status(self, stub: Any) -> None:
         while True:
+            epoch = self.specs.epoch
             pipes = await asyncio.to_thread(self.pipeline_statuses)
+            if epoch != self.specs.epoch:  # a pipeline spec was applied meanwhile: this report is stale
+                continue
             self._stamp_last_good(pipes)
             healthy = all(p["health"].get("healthy", False) for p in pipes)
             self._send(
@@ -393,6 +405,8 @@ class Agent:
                             True,
                             await self._apply(stub, cid, cmd.apply, cmd.rollout_id),
                         )
+                    elif cmd.WhichOneof("kind") == "spec":
+                        ok, (message, ref, watching, last_good) = True, await self.specs.apply(cid, cmd.spec)
                     elif cmd.WhichOneof("kind") == "rollback":
                         ok, message, ref = True, *await self._rollback(cid, cmd.rollback, cmd.rollout_id)
                         last_good = True  # _rollback wrote it as last-good before returning
@@ -413,6 +427,8 @@ class Agent:
             self._inflight.discard(cid)
 
     def _serving_ref(self, cmd: agent_pb2.Command) -> str:
+        if cmd.WhichOneof("kind") == "spec":
+            return "spec/" + self.specs.ref(self.specs.current) if self.specs.current else ""
         name = cmd.apply.model.name if cmd.WhichOneof("kind") == "apply" else cmd.rollback.model_name
         return next((h.ref for h in self.hosts.values() if h.model_name == name), "")
 

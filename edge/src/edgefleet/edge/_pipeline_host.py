@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefleet.sdk import EdgefleetError, ModelPackage, Pipeline, PipelineConfig, PipelineStats, Result
-from edgefleet.sdk.kit import redact
+from edgefleet.sdk.kit import plan_live_change, redact
 
 from ._camera_status import camera_statuses
 
@@ -68,6 +68,41 @@ class PipelineHost:
         if self._watchdog is None:
             self._watchdog = threading.Thread(target=self._watch, name=f"edgefleet-watch-{self.name}", daemon=True)
             self._watchdog.start()
+
+    def reconfigure(self, config: PipelineConfig, package: ModelPackage | None = None) -> list[str]:
+        """Make the pipeline run ``config`` (a pipeline spec's): live changes when only sources, sinks and
+        analytics differ (the other streams keep flowing), else a restart of this pipeline alone, on
+        ``package`` when the spec names another model. A live change that fails part way restarts the
+        pipeline on the config it ran before, then raises: the host never runs a config it cannot name."""
+        with self._lock:
+            old, p = self.config, self.pipeline
+            if p is None or self.package is None:
+                self.config = config
+                return ["(not running)"]
+            target = package or self.package
+            plan = plan_live_change(
+                old.model_copy(update={"model": target.root}), config.model_copy(update={"model": target.root})
+            )
+            if package is not None and package.ref != self.package.ref:
+                plan.restart.append(f"model {self.package.ref} -> {package.ref}")
+            if plan.empty:
+                self.config = config
+                return []
+            if plan.restart:
+                p.close()
+                self.config = config
+                self.start(target)
+                return [f"restarted ({', '.join(plan.restart)})"]
+            try:
+                done = p.reconfigure(config.model_copy(update={"model": target.root}))
+            except EdgefleetError:
+                _log.error("pipeline %s: live change failed; restarting it on its previous config", self.name)
+                p.close()
+                self.config = old
+                self.start(target)
+                raise
+            self.config = config
+            return done
 
     def close(self) -> None:
         self._closing.set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from ._errors import ConfigError
@@ -18,6 +19,14 @@ from ._tls import client_context
 __all__ = ["BrokerAddress", "parse_broker_url"]
 
 _DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+
+
+class MqttClient(Protocol):
+    """What :meth:`BrokerAddress.configure` needs of an MQTT client (paho-mqtt's ``Client`` has it)."""
+
+    def username_pw_set(self, username: str | None, password: str | None = None) -> None: ...
+
+    def tls_set_context(self, context: ssl.SSLContext | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,14 @@ class BrokerAddress:
     def ssl_context(self) -> ssl.SSLContext | None:
         """A client TLS context (server verified against ``ca_file`` or the system store), or None."""
         return client_context(self.ca_file, self.cert_file, self.key_file) if self.tls else None
+
+    def configure(self, client: MqttClient) -> None:
+        """Put the credentials and TLS on an MQTT client (paho's), before it connects."""
+        if self.username is not None:
+            client.username_pw_set(self.username, self.password)
+        ctx = self.ssl_context()
+        if ctx is not None:
+            client.tls_set_context(ctx)
 
 
 def parse_broker_url(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import threading
 import time
 from collections import Counter
 from collections.abc import Generator, Sequence
@@ -90,6 +91,9 @@ class ResultStage:
         self._serving = serving  # the version of the last batch decoded (the analytics opened on it)
         # decode thread → result thread, when analytics stages run on a thread of their own
         self.handoff: queue.Queue[Any] | None = queue.Queue(maxsize=2) if analytics and analytics_thread else None
+        #: held while a batch goes through the analytics and the sinks: live changes swap sinks and
+        #: analytics stages between batches (decoding does not need it)
+        self.lock = threading.Lock()
 
     @property
     def threads(self) -> list[tuple[str, Any]]:
@@ -163,7 +167,8 @@ class ResultStage:
                         try:
                             item = self.prepare(ready)
                             if item is not None:
-                                self.finish(item)
+                                with self.lock:
+                                    self.finish(item)
                         finally:
                             ready.discard()
             else:
@@ -172,7 +177,8 @@ class ResultStage:
                     if item is END:
                         break
                     try:
-                        self.finish(item)
+                        with self.lock:
+                            self.finish(item)
                     finally:
                         item.batch.discard()
         except BaseException as exc:
@@ -241,7 +247,7 @@ class ResultStage:
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
-        return _Decoded(batch, results, self._announce(model) if self.analytics else None)
+        return _Decoded(batch, results, self._announce(model))
 
     def finish(self, item: _Decoded) -> None:
         """The analytics stages, then the sinks and ``results()``, for one decoded batch."""

@@ -22,7 +22,7 @@ from ._model import LoadedModel, ModelLease
 from ._redact import redact
 from ._transform import Transform
 
-__all__ = ["END", "Batch", "Flow"]
+__all__ = ["END", "Batch", "Flow", "StopEvent"]
 
 _log = logging.getLogger(__name__)
 END = object()
@@ -55,12 +55,42 @@ class Batch:
         self.lease.release()
 
 
+class StopEvent(threading.Event):
+    """The pipeline's "stop reading" flag, with one child flag per source: setting it sets every child;
+    setting a child stops only its source (a source removed from a running pipeline)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._children: set[threading.Event] = set()
+        self._children_lock = threading.Lock()
+
+    def child(self) -> threading.Event:
+        """A flag set when this one is (already set if this one is); :meth:`forget` it when done."""
+        event = threading.Event()
+        with self._children_lock:
+            self._children.add(event)
+            if self.is_set():
+                event.set()
+        return event
+
+    def forget(self, child: threading.Event) -> None:
+        with self._children_lock:
+            self._children.discard(child)
+
+    def set(self) -> None:
+        super().set()
+        with self._children_lock:
+            children = list(self._children)
+        for event in children:
+            event.set()
+
+
 class Flow:
     """The flags and the first failure of one pipeline run."""
 
     def __init__(self, name: str = "default") -> None:
         self.name = name  # the pipeline's, on the log lines of its threads
-        self.stop_sources = threading.Event()  # sources stop reading; what was read is still delivered
+        self.stop_sources = StopEvent()  # sources stop reading; what was read is still delivered
         self.abort = threading.Event()  # every stage stops now
         self.done = threading.Event()  # every result delivered, or the run failed
         self._error: tuple[str, BaseException] | None = None

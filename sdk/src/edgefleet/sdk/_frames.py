@@ -176,6 +176,7 @@ class FrameQueue:
         self._not_full = threading.Condition(cast(Any, cond))
         self._items: deque[Frame] = deque()
         self.dropped = 0
+        self.accepted = 0  # frames put; accepted - dropped of them reach the batcher
         self.finished = False
 
     def __len__(self) -> int:
@@ -195,6 +196,7 @@ class FrameQueue:
                     return False
                 self._not_full.wait(timeout)
             self._items.append(frame)
+            self.accepted += 1
             self._cond.notify_all()  # the batcher (the source threads wait on their own queues)
             return True
 

@@ -33,7 +33,8 @@ from ._delivery import ResultStage, model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._flow import END, Batch, Flow
 from ._frames import FrameQueue, OverflowPolicy, frame_allocator
-from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics
+from ._live import LiveChanges, NamedSinks, apply_plan
+from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics, StreamStats
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
@@ -44,6 +45,7 @@ from ._sinks._paths import check_sink_paths, pipeline_reads
 from ._source_watch import watch_first_frames
 from ._sources import SOURCES, SourceConfig, SourceSpec, create_source, parse_source
 from ._sources._runner import SourceRunner
+from ._spec import plan_live_change
 from ._stages import BatchStage, InferStage
 from ._swap import SwapEvent, Swapper, SwapReport
 from ._validation import format_validation_error
@@ -133,13 +135,21 @@ class Pipeline:
         ids = [s.stream_id for s in self._specs]
         if len(set(ids)) != len(ids):
             raise EdgefleetError(f"stream ids must be unique, got {ids}")
-        ctx = SinkContext(name, tuple(ids), dict(services or {}))
+        self._name, self._services = name, dict(services or {})
+        ctx = SinkContext(name, tuple(ids), self._services)
         sink_configs = iter(self.config.sinks)  # validated, in the order given, between the app's own sinks
-        self._sinks: list[Sink] = [k if isinstance(k, Sink) else build_sink(next(sink_configs), ctx) for k in sinks]
+        self._named_sinks = NamedSinks()
         if on_result is not None:
-            self._sinks.insert(0, CallbackSink(on_result))
+            self._named_sinks.by_name["callback"] = CallbackSink(on_result)
+        for k in sinks:
+            if isinstance(k, Sink):
+                built, base = k, type(k).__name__
+            else:
+                config = next(sink_configs)
+                built, base = build_sink(config, ctx), config.type
+            self._named_sinks.by_name[self._named_sinks.name_for(base)] = built
         # Sinks that draw into the frame run last, after every other sink has seen it.
-        self._sinks.sort(key=lambda s: s.needs_pixels)
+        self._sinks: list[Sink] = self._named_sinks.ordered()
         self._yield = on_result is None
         self._results: queue.Queue[Any] = queue.Queue(maxsize=result_queue)
         self._device = self.config.device
@@ -169,6 +179,7 @@ class Pipeline:
         self._closed_at: float | None = None
         self._state = "created"
         self._swapper = Swapper(self)
+        self._live: LiveChanges | None = None
 
     @classmethod
     def from_config(
@@ -239,8 +250,8 @@ class Pipeline:
         # First: on cuda:N it needs the CUDA layer and the device, and says so before anything is loaded
         # or opened (a backend would otherwise warn of a CPU fallback first, and the sinks stay open).
         allocator = frame_allocator(self._device, upload=self.config.frame_upload)
-        model_root = self._package_arg.root if isinstance(self._package_arg, ModelPackage) else self._package_arg
-        check_sink_paths(self._sinks, pipeline_reads(self._specs, Path(model_root)), [s.stream_id for s in self._specs])
+        reads = pipeline_reads(self._specs, self._model_root())
+        check_sink_paths(self._sinks, reads, [s.stream_id for s in self._specs])
         self._state = "starting"
         with contextlib.ExitStack() as stack:
             package = (
@@ -272,7 +283,8 @@ class Pipeline:
         self._started = time.monotonic()
         self._start_sources(model, allocator)
         flow, hold = self._flow, any(s.needs_pixels for s in self._sinks)
-        batcher = Batcher([r.queue for r in self._runners], self._cond, self._batch_timeout)
+        batcher = Batcher([r.queue for r in self._runners], self._cond, self._batch_timeout, flow.stop_sources)
+        self._live = LiveChanges(self, allocator)
         slot, swapper, metrics = self._slot, self._swapper, self._stages
         self._batch = BatchStage(
             flow, slot, batcher, self._q_infer, swapper, metrics, workers=self._workers, hold_pixels=hold
@@ -330,7 +342,7 @@ class Pipeline:
                 fq,
                 metrics,
                 self.copies,
-                self._flow.stop_sources,
+                self._flow.stop_sources.child(),
                 functools.partial(self._flow.fail, f"source {spec.stream_id}"),
                 pool_size=spec.queue_size + min(in_flight, 64),
                 allocator=allocator,
@@ -338,6 +350,9 @@ class Pipeline:
                 pipeline=self._flow.name,
             )
             self._runners.append(runner)
+
+    def _model_root(self) -> Path:
+        return Path(self._package_arg.root if isinstance(self._package_arg, ModelPackage) else self._package_arg)
 
     def __enter__(self) -> Pipeline:
         return self.start() if self._state == "created" else self
@@ -538,6 +553,90 @@ class Pipeline:
     @property
     def swap_history(self) -> list[SwapEvent]:
         return list(self._swapper.history)
+
+    # --- live changes (see ``edgefleet.sdk._live``) ---------------------------------------------------
+    def _changes(self) -> LiveChanges:
+        if self._live is None:
+            raise PipelineError(f"cannot change a pipeline that is {self._state}; start it first")
+        return self._live
+
+    def add_source(self, source: str | SourceSpec | SourceConfig | Mapping[str, Any]) -> SourceSpec:
+        """Add a stream to the running pipeline; the others keep flowing, without a gap. Returns its spec.
+
+        A bad config raises :class:`ConfigError` (or :class:`SourceError`) and changes nothing; a source
+        that fails later (a camera that never answers keeps retrying with backoff) shows in its own
+        stream's stats and never stops the pipeline. Example::
+
+            spec = pipeline.add_source({"type": "network", "id": "cam7", "url": "rtsp://10.0.0.7/stream"})
+        """
+        return self._changes().add_source(source)
+
+    def remove_source(self, stream_id: str, *, timeout: float = 10.0) -> StreamStats:
+        """Stop one stream; the frames it had queued are still delivered, and this returns (with the
+        stream's final stats) once the last of them is, so no result of it comes later."""
+        return self._changes().remove_source(stream_id, timeout)
+
+    def replace_source(
+        self, stream_id: str, source: str | SourceSpec | SourceConfig | Mapping[str, Any], *, timeout: float = 10.0
+    ) -> SourceSpec:
+        """Swap the source behind ``stream_id`` (a camera's new URL or credentials): the new one keeps the
+        stream id and goes on from the old one's next sequence number. A bad new config leaves the old
+        source running."""
+        return self._changes().replace_source(stream_id, source, timeout)
+
+    def reconfigure(self, config: PipelineConfig) -> list[str]:
+        """Turn the running pipeline into ``config`` with live changes only (sources by stream id, sinks
+        and analytics stages by name); returns what was done, one line each. A change of anything else
+        (model, device, backend, batch) is a :class:`ConfigError` before anything changes: restart for it.
+        Example::
+
+            done = pipeline.reconfigure(load_pipeline_config(Path("pipeline-v2.yaml")))
+        """
+        plan = plan_live_change(self.config, config.model_copy(update={"model": self.config.model}))
+        done = apply_plan(self, plan)
+        self.config = config.model_copy(update={"model": self.config.model})
+        return done
+
+    @property
+    def sink_names(self) -> list[str]:
+        """The sinks' names: a config's ``type`` (``#2`` for repeats), an instance's class, ``callback``."""
+        return list(self._named_sinks.by_name)
+
+    def add_sink(self, sink: Sink | SinkConfig | Mapping[str, Any], *, name: str | None = None) -> str:
+        """Open a sink and put it in place between two batches; returns its name."""
+        return self._changes().add_sink(sink, name)
+
+    def remove_sink(self, name: str) -> None:
+        """Take a sink out between two batches and close it."""
+        self._changes().remove_sink(name)
+
+    def replace_sink(self, name: str, sink: Sink | SinkConfig | Mapping[str, Any]) -> None:
+        """Open the new sink, swap it in between two batches, close the old one."""
+        self._changes().replace_sink(name, sink)
+
+    @property
+    def analytics_names(self) -> list[str]:
+        if self._post is None:
+            return [type(a).__name__ for a in self._analytics]
+        return [n for n, _ in self._post.analytics.stages]
+
+    def add_analytics(
+        self,
+        stage: AnalyticsStage | AnalyticsConfig | Mapping[str, Any],
+        *,
+        name: str | None = None,
+        index: int | None = None,
+    ) -> str:
+        """Open an analytics stage and insert it (at ``index``; default last) between two batches."""
+        return self._changes().add_analytics(stage, name, index)
+
+    def remove_analytics(self, name: str) -> None:
+        """Take an analytics stage out between two batches and close it."""
+        self._changes().remove_analytics(name)
+
+    def replace_analytics(self, name: str, stage: AnalyticsStage | AnalyticsConfig | Mapping[str, Any]) -> None:
+        """Swap an analytics stage (a zone redrawn) between two batches; the new one starts afresh."""
+        self._changes().replace_analytics(name, stage)
 
     # --- observation -------------------------------------------------------------------------------
     def stats(self) -> PipelineStats:

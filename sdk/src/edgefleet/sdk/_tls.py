@@ -1,6 +1,6 @@
-"""The client TLS context the agent and the controller use for MQTT (edge and cloud each keep their own
-broker address type, but build the context here), and the one rule for the role a fleet certificate
-carries, which the agent, the controller and the broker config all read.
+"""The client TLS context the agent and the controller use for MQTT (through ``BrokerAddress``, the kit's
+one broker address type), and the one rule for the role a fleet certificate carries, which the agent,
+the controller and the broker config all read.
 
 A fleet certificate's role (``device``, ``controller``, ``admin``, ``broker``) is its subject's OU, and it
 is written into the common name too, where Mosquitto sees it (``use_identity_as_username``): a device's

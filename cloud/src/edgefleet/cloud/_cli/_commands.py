@@ -87,9 +87,11 @@ def register(cli: Any) -> None:
     _model_commands(cli.group("models", "Model packages: inspect locally; push/ls with a controller."))
     _device_commands(cli.group("devices", "The fleet's devices, their labels and what they serve."))
     _rollout_commands(app, cli.group("rollout", "Watch and steer rollouts."))
+    from ._pipeline_commands import register_pipelines
     from ._security_commands import register_security
 
     register_security(cli)
+    register_pipelines(cli)
 
 
 def _controller_commands(grp: typer.Typer) -> None:
@@ -276,12 +278,23 @@ def _model_commands(grp: typer.Typer) -> None:
     def push(
         package: Annotated[Path, typer.Argument(help="Model package folder (or tar)")],
         key: Annotated[Path | None, typer.Option(help="Publisher private key (PEM) to sign with")] = None,
+        target: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="A per-target artifact of the version: arch, gpu, soc, jetpack, tensorrt, cuda, precision "
+                "(key=value; repeat or comma-separate). Without: the portable artifact"
+            ),
+        ] = None,
+        variant: Annotated[str, typer.Option(help="The variant's name (default: made from --target)")] = "",
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Sign a model package and upload it to the controller's registry."""
+        targets = _pairs(target or [], "--target")
+        if variant and not targets:
+            raise _fail("--variant names a per-target artifact: give its --target too")
         with _user_errors(), _client(controller) as fleet:
-            res = fleet.push(package, key=key)
+            res = fleet.push(package, key=key, target=targets, variant=variant)
         if as_json:
             from ._display import emit_json
 
@@ -363,8 +376,11 @@ def _device_commands(grp: typer.Typer) -> None:
 def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
     @app.command("deploy", no_args_is_help=True)
     def deploy(
-        model: Annotated[str, typer.Argument(help="name:version from the registry")],
         to: Annotated[list[str], typer.Option("--to", help="Label selector key=value; repeat or comma-separate")],
+        model: Annotated[str, typer.Argument(help="Model name:version from the registry")] = "",
+        pipeline: Annotated[
+            str, typer.Option("--pipeline", help="Instead of a model: pipeline spec name:version (pipelines ls)")
+        ] = "",
         waves: Annotated[str, typer.Option(help="Cumulative waves: counts or percentages")] = "1,10%,100%",
         health_window: Annotated[float, typer.Option(help="Seconds to watch each device after its swap")] = 0.0,
         max_failures: Annotated[
@@ -402,10 +418,13 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         controller: ControllerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Roll a model version out to the devices matching --to, wave by wave. A shadow gate runs the
+        """Roll a model version (or with --pipeline a pipeline spec) out to the devices matching --to, wave
+        by wave, with the same gates, abort threshold and rollback for both. A shadow gate runs a model
         version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
         from ._display import rollout_tables
 
+        if bool(model) == bool(pipeline):
+            raise _fail("give a model name:version or --pipeline name:version (one of them)")
         sel = _pairs(to, "--to")
         wave_list = [w.strip() for w in waves.split(",") if w.strip()]
         with _user_errors(), _client(controller) as fleet:
@@ -417,6 +436,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                 max_failure_ratio=max_failures,
                 min_fps=min_fps,
                 max_latency_ms=max_latency_ms,
+                pipeline_ref=pipeline,
                 shadow={
                     "min_shadow_f1": min_shadow_f1,
                     "max_class_mix_shift": max_class_mix_shift,

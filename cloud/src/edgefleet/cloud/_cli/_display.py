@@ -63,9 +63,14 @@ def _styled(state: str) -> str:
 
 def models_table(models: list[Any]) -> Table:
     t = Table(title="models")
-    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed"):
-        t.add_column(col, justify="right" if col == "size" else "left")
+    for col in ("model", "version", "task", "size", "sha256", "signed by", "pushed", "variants"):
+        t.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
     for m in models:
+        variants = [v.variant for v in m.variants]
+        if not m.portable and m.variants:
+            shown = ", ".join(variants) + " (no portable artifact)"
+        else:
+            shown = ", ".join(["portable", *variants]) if variants else "-"
         t.add_row(
             m.name,
             m.version,
@@ -74,6 +79,7 @@ def models_table(models: list[Any]) -> Table:
             m.sha256[:12],
             m.signed_by or "-",
             ago(m.pushed_at),
+            shown,
         )
     return t
 
@@ -81,7 +87,7 @@ def models_table(models: list[Any]) -> Table:
 def device_figures(d: Any) -> tuple[bool, float, float, str, str]:
     """(online, fps, p95 ms, models, source): MQTT telemetry when the controller has some for the device,
     the agent's status reports otherwise. Online: the control stream or the telemetry status says so."""
-    serving = ", ".join(sorted({p.model_ref for p in d.pipelines}))
+    serving = ", ".join(sorted({p.model_ref for p in d.pipelines if not p.name.startswith("spec/")}))
     if d.HasField("telemetry"):
         t = d.telemetry
         models = ", ".join(sorted(set(t.models))) or serving
@@ -120,6 +126,18 @@ def _health(d: Any) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
+def _pipeline_healthy(p: Any) -> str:
+    """``yes`` only when the pipeline runs and every camera streams: a pipeline whose cameras are all down
+    used to read "healthy yes" at 0 fps."""
+    if not p.health.healthy:
+        return "[red]no[/]"
+    cameras = [c for c in p.cameras if c.live]
+    down = [c for c in cameras if c.state != "streaming"]
+    if down:
+        return f"[yellow]no: {len(down)} of {len(cameras)} camera(s) not streaming[/]"
+    return "yes"
+
+
 def _camera_state(state: str) -> str:
     style = "green" if state == "streaming" else ("red" if state == "failed" else "yellow")
     return f"[{style}]{state}[/]"
@@ -145,14 +163,27 @@ def device_detail(d: Any) -> list[Any]:
             f"{'online' if t.online else 'offline'}, {t.fps:.1f} fps, p95 {t.latency_p95_ms:.1f} ms, "
             f"{', '.join(t.models) or '-'} (fleet {t.fleet}, {ago(t.last_seen)})",
         )
+        if t.cameras:
+            seen = "; ".join(f"{c.stream_id} {c.state}{f' ({c.reason})' if c.reason else ''}" for c in t.cameras)
+            head.add_row("cameras (telemetry)", seen)
         if t.rejected:
             head.add_row("telemetry rejected", ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())))
+    specs = [p for p in d.pipelines if p.name.startswith("spec/")]
+    for p in specs:  # a pipeline spec's own row: its version, last-good and health as a whole
+        verdict = "healthy" if p.health.healthy else f"unhealthy: {p.health.detail}"
+        good = p.last_good_ref.removeprefix("spec/") or "none yet"
+        head.add_row("pipeline spec", f"{p.model_ref.removeprefix('spec/')} (last-good {good}), {verdict}")
+    if not specs:
+        head.add_row("pipeline spec", "none: the pipelines of the device's own agent.yaml")
     pipes = Table(title="pipelines")
-    for col in ("pipeline", "model", "last-good", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
+    for col in ("pipeline", "spec", "model", "last-good", "state", "fps", "p95 ms", "frames", "dropped", "healthy"):
         pipes.add_column(col)
     for p in d.pipelines:
+        if p.name.startswith("spec/"):
+            continue
         pipes.add_row(
             p.name,
+            p.spec_ref or "agent.yaml",
             p.model_ref,
             p.last_good_ref or "-",
             p.state,
@@ -160,7 +191,7 @@ def device_detail(d: Any) -> list[Any]:
             f"{p.health.latency_p95_ms:.1f}",
             str(p.health.frames_in),
             str(p.health.dropped),
-            "yes" if p.health.healthy else "no",
+            _pipeline_healthy(p),
         )
     cameras = Table(title="cameras")
     for col in ("pipeline", "camera", "state", "reason", "for", "error"):
@@ -183,7 +214,8 @@ def rollout_tables(r: Any) -> list[Any]:
     head = Table(title=f"rollout {r.rollout_id}", show_header=False)
     head.add_column("what")
     head.add_column("value", overflow="fold")
-    head.add_row("model", f"{r.model_ref} ({r.sha256[:12]})")
+    what = "pipeline spec" if r.kind == "pipeline" else "model"
+    head.add_row(what, f"{r.model_ref.removeprefix('spec/')} ({r.sha256[:12]})")
     head.add_row("selector", ",".join(f"{k}={v}" for k, v in sorted(r.selector.items())) or "(all)")
     head.add_row("state", _styled(r.state))
     head.add_row("wave", f"{r.current_wave + 1} of {len(r.waves)} ({','.join(r.waves)})")
@@ -204,10 +236,13 @@ def rollout_tables(r: Any) -> list[Any]:
     head.add_row("camera gate", "off" if r.cameras_may_be_down else f"every camera streaming (grace {grace})")
     head.add_row("message", r.message)
     devs = Table(title="devices")
-    for col in ("device", "wave", "state", "previous", "message"):
+    variants = any(m.variant for m in r.devices)
+    for col in ("device", "wave", "state", "previous", *(("variant",) if variants else ()), "message"):
         devs.add_column(col, overflow="fold")
     for m in r.devices:
-        devs.add_row(m.device_id, str(m.wave + 1), _styled(m.state), m.previous_ref or "-", m.message)
+        extra = (m.variant or "-",) if variants else ()
+        prev = m.previous_ref.removeprefix("spec/") or "-"
+        devs.add_row(m.device_id, str(m.wave + 1), _styled(m.state), prev, *extra, m.message)
     return [head, devs]
 
 

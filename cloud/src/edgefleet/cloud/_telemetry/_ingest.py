@@ -31,7 +31,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from ._acks import AckPublisher
 from ._buffered_client import BufferedClient
 from ._errors import TelemetryIngestError
-from ._mqtt_connection import BrokerAddress, configure_client
+from ._mqtt_connection import BrokerAddress
 from ._rejections import RejectionLog
 from ._telemetry_store import TelemetryStore
 from ._validate import KINDS, Parsed, Rejected, parse_message
@@ -206,7 +206,7 @@ class Ingester:
         )
         client.reconnect_delay_set(0.1, 5)  # type: ignore[arg-type]  # paho accepts float seconds
         client.max_queued_messages_set(0)
-        configure_client(self.broker, client)
+        self.broker.configure(client)
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect

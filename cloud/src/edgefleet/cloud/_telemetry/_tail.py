@@ -13,7 +13,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ._errors import TelemetryIngestError
-from ._mqtt_connection import BrokerAddress, configure_client
+from ._mqtt_connection import BrokerAddress
 from ._validate import KINDS, Parsed, Rejected, parse_message
 
 __all__ = ["tail"]
@@ -52,7 +52,7 @@ def _tail(
     connected = threading.Event()
     failure: list[str] = []
     client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-    configure_client(broker, client)
+    broker.configure(client)
 
     def on_connect(c: mqtt.Client, _u: object, _f: object, reason: object, _p: object) -> None:
         if getattr(reason, "is_failure", False):

@@ -1,17 +1,17 @@
-"""How the agent reaches its MQTT broker: the address (the SDK kit's one parser, raising the agent's
-:class:`BrokerUrlError`) and the credentials and TLS it puts on a paho client."""
+"""How the agent reaches its MQTT broker: the address, from the SDK kit's one parser (shared with the
+controller) raising the agent's :class:`BrokerUrlError`; ``BrokerAddress.configure`` puts its credentials
+and TLS on the paho client."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from edgefleet.sdk.kit import BrokerAddress
 from edgefleet.sdk.kit import parse_broker_url as _parse
 
 from ._errors import BrokerUrlError
 
-__all__ = ["BrokerAddress", "configure_client", "parse_broker_url"]
+__all__ = ["BrokerAddress", "parse_broker_url"]
 
 
 def parse_broker_url(
@@ -37,12 +37,3 @@ def parse_broker_url(
         password=password,
         error=BrokerUrlError,
     )
-
-
-def configure_client(address: BrokerAddress, client: Any) -> None:
-    """Credentials and TLS of ``address`` on a paho client."""
-    if address.username is not None:
-        client.username_pw_set(address.username, address.password)
-    ctx = address.ssl_context()
-    if ctx is not None:
-        client.tls_set_context(ctx)

@@ -204,7 +204,10 @@ def _quality_metrics(msg: pb.Telemetry) -> Iterator[Any]:
     frames = CounterMetricFamily("edgefleet_model_frames", "frames a model version served", labels=where)
     dpf = GaugeMetricFamily("edgefleet_model_detections_per_frame", "mean detections per frame", labels=where)
     empty = GaugeMetricFamily("edgefleet_model_empty_frame_ratio", "share of frames without detections", labels=where)
-    conf = GaugeMetricFamily("edgefleet_model_confidence", "detection score quantiles", labels=[*where, "quantile"])
+    # a gauge per quantile level `q` (a `quantile` label belongs to summaries only; promtool checks this)
+    conf = GaugeMetricFamily(
+        "edgefleet_model_confidence_quantile", "detection score quantiles over the window", labels=[*where, "q"]
+    )
     mix = GaugeMetricFamily("edgefleet_model_class_share", "share of detections per class", labels=[*where, "class"])
     churn = GaugeMetricFamily(
         "edgefleet_model_track_churn_per_frame", "tracks started (new) and ended per frame", labels=[*where, "kind"]

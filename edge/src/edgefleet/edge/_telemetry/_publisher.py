@@ -37,7 +37,7 @@ from edgefleet.proto.v1 import telemetry_pb2 as pb
 
 from ._delivery import AckTracker, Delivery
 from ._messages import Encoding, Identity, ModelInUse, ack_topic, encode, parse_ack, stamp, topic, with_prev
-from ._mqtt_connection import BrokerAddress, configure_client
+from ._mqtt_connection import BrokerAddress
 from ._spool import Priority, Spool, SpoolEntry, SpoolStats
 
 __all__ = ["ConnectionState", "Delivery", "MqttPublisher", "PublisherStats"]
@@ -322,7 +322,7 @@ class MqttPublisher:
         client.on_disconnect = session.on_disconnect
         client.on_publish = session.on_publish
         client.on_message = session.on_message
-        configure_client(self.broker, client)
+        self.broker.configure(client)
         will = self._status(pb.Status.STATE_OFFLINE, "connection lost", last_will=True)
         stamp(will, self.identity, self.spool.reserve_sequence(), self._models())
         will_props = Properties(PacketTypes.WILLMESSAGE)  # type: ignore[no-untyped-call]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from edgefleet.proto.v1 import common_pb2 as edgefleet_dot_proto_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65\x64gefleet/proto/v1/agent.proto\x12\x12\x65\x64gefleet.proto.v1\x1a\x1f\x65\x64gefleet/proto/v1/common.proto\"\xa9\x01\n\x0c\x41gentMessage\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.edgefleet.proto.v1.HelloH\x00\x12\x32\n\x06status\x18\x02 \x01(\x0b\x32 .edgefleet.proto.v1.StatusReportH\x00\x12\x31\n\x05\x65vent\x18\x03 \x01(\x0b\x32 .edgefleet.proto.v1.CommandEventH\x00\x42\x06\n\x04\x62ody\"\x86\x02\n\x05Hello\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x35\n\x06labels\x18\x02 \x03(\x0b\x32%.edgefleet.proto.v1.Hello.LabelsEntry\x12\x36\n\x0c\x63\x61pabilities\x18\x03 \x01(\x0b\x32 .edgefleet.proto.v1.Capabilities\x12\x35\n\tpipelines\x18\x04 \x03(\x0b\x32\".edgefleet.proto.v1.PipelineStatus\x12\x15\n\ragent_version\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x82\x01\n\x0cStatusReport\x12\x35\n\tpipelines\x18\x01 \x03(\x0b\x32\".edgefleet.proto.v1.PipelineStatus\x12*\n\x06health\x18\x02 \x01(\x0b\x32\x1a.edgefleet.proto.v1.Health\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\"\xaa\x02\n\x0c\x43ommandEvent\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12&\n\x04step\x18\x02 \x01(\x0e\x32\x18.edgefleet.proto.v1.Step\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x11\n\tduplicate\x18\x06 \x01(\x08\x12\n\n\x02\x61t\x18\x07 \x01(\x01\x12\x11\n\tmodel_ref\x18\x08 \x01(\t\x12>\n\x07metrics\x18\t \x03(\x0b\x32-.edgefleet.proto.v1.CommandEvent.MetricsEntry\x12\x11\n\tlast_good\x18\n \x01(\x08\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"{\n\x11\x43ontrollerMessage\x12.\n\x07welcome\x18\x01 \x01(\x0b\x32\x1b.edgefleet.proto.v1.WelcomeH\x00\x12.\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x1b.edgefleet.proto.v1.CommandH\x00\x42\x06\n\x04\x62ody\";\n\x07Welcome\x12\x15\n\rcontroller_id\x18\x01 \x01(\t\x12\x19\n\x11status_interval_s\x18\x02 \x01(\x01\"\xa1\x01\n\x07\x43ommand\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x12\n\nrollout_id\x18\x02 \x01(\t\x12/\n\x05\x61pply\x18\x03 \x01(\x0b\x32\x1e.edgefleet.proto.v1.ApplyModelH\x00\x12\x35\n\x08rollback\x18\x04 \x01(\x0b\x32!.edgefleet.proto.v1.RollbackModelH\x00\x42\x06\n\x04kind\"\x82\x01\n\nApplyModel\x12+\n\x05model\x18\x01 \x01(\x0b\x32\x1c.edgefleet.proto.v1.ModelRef\x12\x17\n\x0fhealth_window_s\x18\x02 \x01(\x01\x12.\n\x06shadow\x18\x03 \x01(\x0b\x32\x1e.edgefleet.proto.v1.ShadowGate\"\xa6\x01\n\nShadowGate\x12\x13\n\x0bsample_rate\x18\x01 \x01(\x01\x12\x10\n\x08max_busy\x18\x02 \x01(\x01\x12\x12\n\nmin_frames\x18\x03 \x01(\x05\x12\r\n\x05max_s\x18\x04 \x01(\x01\x12\x0e\n\x06min_f1\x18\x05 \x01(\x01\x12\x1b\n\x13max_class_mix_shift\x18\x06 \x01(\x01\x12!\n\x19max_detection_rate_change\x18\x07 \x01(\x01\"3\n\rRollbackModel\x12\x12\n\nmodel_name\x18\x01 \x01(\t\x12\x0e\n\x06to_ref\x18\x02 \x01(\t\"I\n\x14\x46\x65tchArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x11\n\tdevice_id\x18\x03 \x01(\t\"A\n\rArtifactChunk\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x12\n\ntotal_size\x18\x03 \x01(\x03*\xe8\x01\n\x04Step\x12\x14\n\x10STEP_UNSPECIFIED\x10\x00\x12\x11\n\rSTEP_RECEIVED\x10\x01\x12\x14\n\x10STEP_DOWNLOADING\x10\x02\x12\x12\n\x0eSTEP_VERIFYING\x10\x03\x12\x13\n\x0fSTEP_INSTALLING\x10\x04\x12\x10\n\x0cSTEP_LOADING\x10\x05\x12\x0f\n\x0bSTEP_WARMUP\x10\x06\x12\r\n\tSTEP_GATE\x10\x07\x12\x10\n\x0cSTEP_CUTOVER\x10\x08\x12\x0f\n\x0bSTEP_HEALTH\x10\t\x12\r\n\tSTEP_DONE\x10\n\x12\x14\n\x10STEP_ROLLED_BACK\x10\x0b\x32\xc6\x01\n\x0c\x41gentService\x12V\n\x07\x43onnect\x12 .edgefleet.proto.v1.AgentMessage\x1a%.edgefleet.proto.v1.ControllerMessage(\x01\x30\x01\x12^\n\rFetchArtifact\x12(.edgefleet.proto.v1.FetchArtifactRequest\x1a!.edgefleet.proto.v1.ArtifactChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65\x64gefleet/proto/v1/agent.proto\x12\x12\x65\x64gefleet.proto.v1\x1a\x1f\x65\x64gefleet/proto/v1/common.proto\"\xa9\x01\n\x0c\x41gentMessage\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.edgefleet.proto.v1.HelloH\x00\x12\x32\n\x06status\x18\x02 \x01(\x0b\x32 .edgefleet.proto.v1.StatusReportH\x00\x12\x31\n\x05\x65vent\x18\x03 \x01(\x0b\x32 .edgefleet.proto.v1.CommandEventH\x00\x42\x06\n\x04\x62ody\"\x86\x02\n\x05Hello\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x35\n\x06labels\x18\x02 \x03(\x0b\x32%.edgefleet.proto.v1.Hello.LabelsEntry\x12\x36\n\x0c\x63\x61pabilities\x18\x03 \x01(\x0b\x32 .edgefleet.proto.v1.Capabilities\x12\x35\n\tpipelines\x18\x04 \x03(\x0b\x32\".edgefleet.proto.v1.PipelineStatus\x12\x15\n\ragent_version\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x82\x01\n\x0cStatusReport\x12\x35\n\tpipelines\x18\x01 \x03(\x0b\x32\".edgefleet.proto.v1.PipelineStatus\x12*\n\x06health\x18\x02 \x01(\x0b\x32\x1a.edgefleet.proto.v1.Health\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\"\xaa\x02\n\x0c\x43ommandEvent\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12&\n\x04step\x18\x02 \x01(\x0e\x32\x18.edgefleet.proto.v1.Step\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x11\n\tduplicate\x18\x06 \x01(\x08\x12\n\n\x02\x61t\x18\x07 \x01(\x01\x12\x11\n\tmodel_ref\x18\x08 \x01(\t\x12>\n\x07metrics\x18\t \x03(\x0b\x32-.edgefleet.proto.v1.CommandEvent.MetricsEntry\x12\x11\n\tlast_good\x18\n \x01(\x08\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"{\n\x11\x43ontrollerMessage\x12.\n\x07welcome\x18\x01 \x01(\x0b\x32\x1b.edgefleet.proto.v1.WelcomeH\x00\x12.\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x1b.edgefleet.proto.v1.CommandH\x00\x42\x06\n\x04\x62ody\";\n\x07Welcome\x12\x15\n\rcontroller_id\x18\x01 \x01(\t\x12\x19\n\x11status_interval_s\x18\x02 \x01(\x01\"\xd8\x01\n\x07\x43ommand\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x12\n\nrollout_id\x18\x02 \x01(\t\x12/\n\x05\x61pply\x18\x03 \x01(\x0b\x32\x1e.edgefleet.proto.v1.ApplyModelH\x00\x12\x35\n\x08rollback\x18\x04 \x01(\x0b\x32!.edgefleet.proto.v1.RollbackModelH\x00\x12\x35\n\x04spec\x18\x05 \x01(\x0b\x32%.edgefleet.proto.v1.ApplyPipelineSpecH\x00\x42\x06\n\x04kind\"\x87\x02\n\x11\x41pplyPipelineSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x10\n\x08\x64ocument\x18\x04 \x01(\t\x12\x17\n\x0fhealth_window_s\x18\x05 \x01(\x01\x12\x10\n\x08rollback\x18\x06 \x01(\x08\x12P\n\x0esealed_secrets\x18\x07 \x03(\x0b\x32\x38.edgefleet.proto.v1.ApplyPipelineSpec.SealedSecretsEntry\x1a\x34\n\x12SealedSecretsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x82\x01\n\nApplyModel\x12+\n\x05model\x18\x01 \x01(\x0b\x32\x1c.edgefleet.proto.v1.ModelRef\x12\x17\n\x0fhealth_window_s\x18\x02 \x01(\x01\x12.\n\x06shadow\x18\x03 \x01(\x0b\x32\x1e.edgefleet.proto.v1.ShadowGate\"\xa6\x01\n\nShadowGate\x12\x13\n\x0bsample_rate\x18\x01 \x01(\x01\x12\x10\n\x08max_busy\x18\x02 \x01(\x01\x12\x12\n\nmin_frames\x18\x03 \x01(\x05\x12\r\n\x05max_s\x18\x04 \x01(\x01\x12\x0e\n\x06min_f1\x18\x05 \x01(\x01\x12\x1b\n\x13max_class_mix_shift\x18\x06 \x01(\x01\x12!\n\x19max_detection_rate_change\x18\x07 \x01(\x01\"3\n\rRollbackModel\x12\x12\n\nmodel_name\x18\x01 \x01(\t\x12\x0e\n\x06to_ref\x18\x02 \x01(\t\"I\n\x14\x46\x65tchArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x11\n\tdevice_id\x18\x03 \x01(\t\"A\n\rArtifactChunk\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x12\n\ntotal_size\x18\x03 \x01(\x03*\xe8\x01\n\x04Step\x12\x14\n\x10STEP_UNSPECIFIED\x10\x00\x12\x11\n\rSTEP_RECEIVED\x10\x01\x12\x14\n\x10STEP_DOWNLOADING\x10\x02\x12\x12\n\x0eSTEP_VERIFYING\x10\x03\x12\x13\n\x0fSTEP_INSTALLING\x10\x04\x12\x10\n\x0cSTEP_LOADING\x10\x05\x12\x0f\n\x0bSTEP_WARMUP\x10\x06\x12\r\n\tSTEP_GATE\x10\x07\x12\x10\n\x0cSTEP_CUTOVER\x10\x08\x12\x0f\n\x0bSTEP_HEALTH\x10\t\x12\r\n\tSTEP_DONE\x10\n\x12\x14\n\x10STEP_ROLLED_BACK\x10\x0b\x32\xc6\x01\n\x0c\x41gentService\x12V\n\x07\x43onnect\x12 .edgefleet.proto.v1.AgentMessage\x1a%.edgefleet.proto.v1.ControllerMessage(\x01\x30\x01\x12^\n\rFetchArtifact\x12(.edgefleet.proto.v1.FetchArtifactRequest\x1a!.edgefleet.proto.v1.ArtifactChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_COMMANDEVENT_METRICSENTRY']._loaded_options = None
   _globals['_COMMANDEVENT_METRICSENTRY']._serialized_options = b'8\001'
-  _globals['_STEP']._serialized_start=1806
-  _globals['_STEP']._serialized_end=2038
+  _globals['_APPLYPIPELINESPEC_SEALEDSECRETSENTRY']._loaded_options = None
+  _globals['_APPLYPIPELINESPEC_SEALEDSECRETSENTRY']._serialized_options = b'8\001'
+  _globals['_STEP']._serialized_start=2127
+  _globals['_STEP']._serialized_end=2359
   _globals['_AGENTMESSAGE']._serialized_start=88
   _globals['_AGENTMESSAGE']._serialized_end=257
   _globals['_HELLO']._serialized_start=260
@@ -55,17 +57,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WELCOME']._serialized_start=1083
   _globals['_WELCOME']._serialized_end=1142
   _globals['_COMMAND']._serialized_start=1145
-  _globals['_COMMAND']._serialized_end=1306
-  _globals['_APPLYMODEL']._serialized_start=1309
-  _globals['_APPLYMODEL']._serialized_end=1439
-  _globals['_SHADOWGATE']._serialized_start=1442
-  _globals['_SHADOWGATE']._serialized_end=1608
-  _globals['_ROLLBACKMODEL']._serialized_start=1610
-  _globals['_ROLLBACKMODEL']._serialized_end=1661
-  _globals['_FETCHARTIFACTREQUEST']._serialized_start=1663
-  _globals['_FETCHARTIFACTREQUEST']._serialized_end=1736
-  _globals['_ARTIFACTCHUNK']._serialized_start=1738
-  _globals['_ARTIFACTCHUNK']._serialized_end=1803
-  _globals['_AGENTSERVICE']._serialized_start=2041
-  _globals['_AGENTSERVICE']._serialized_end=2239
+  _globals['_COMMAND']._serialized_end=1361
+  _globals['_APPLYPIPELINESPEC']._serialized_start=1364
+  _globals['_APPLYPIPELINESPEC']._serialized_end=1627
+  _globals['_APPLYPIPELINESPEC_SEALEDSECRETSENTRY']._serialized_start=1575
+  _globals['_APPLYPIPELINESPEC_SEALEDSECRETSENTRY']._serialized_end=1627
+  _globals['_APPLYMODEL']._serialized_start=1630
+  _globals['_APPLYMODEL']._serialized_end=1760
+  _globals['_SHADOWGATE']._serialized_start=1763
+  _globals['_SHADOWGATE']._serialized_end=1929
+  _globals['_ROLLBACKMODEL']._serialized_start=1931
+  _globals['_ROLLBACKMODEL']._serialized_end=1982
+  _globals['_FETCHARTIFACTREQUEST']._serialized_start=1984
+  _globals['_FETCHARTIFACTREQUEST']._serialized_end=2057
+  _globals['_ARTIFACTCHUNK']._serialized_start=2059
+  _globals['_ARTIFACTCHUNK']._serialized_end=2124
+  _globals['_AGENTSERVICE']._serialized_start=2362
+  _globals['_AGENTSERVICE']._serialized_end=2560
 # @@protoc_insertion_point(module_scope)

@@ -124,16 +124,43 @@ class Welcome(_message.Message):
     def __init__(self, controller_id: _Optional[str] = ..., status_interval_s: _Optional[float] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("command_id", "rollout_id", "apply", "rollback")
+    __slots__ = ("command_id", "rollout_id", "apply", "rollback", "spec")
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
     ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     command_id: str
     rollout_id: str
     apply: ApplyModel
     rollback: RollbackModel
-    def __init__(self, command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., apply: _Optional[_Union[ApplyModel, _Mapping]] = ..., rollback: _Optional[_Union[RollbackModel, _Mapping]] = ...) -> None: ...
+    spec: ApplyPipelineSpec
+    def __init__(self, command_id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., apply: _Optional[_Union[ApplyModel, _Mapping]] = ..., rollback: _Optional[_Union[RollbackModel, _Mapping]] = ..., spec: _Optional[_Union[ApplyPipelineSpec, _Mapping]] = ...) -> None: ...
+
+class ApplyPipelineSpec(_message.Message):
+    __slots__ = ("name", "version", "sha256", "document", "health_window_s", "rollback", "sealed_secrets")
+    class SealedSecretsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    SEALED_SECRETS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: int
+    sha256: str
+    document: str
+    health_window_s: float
+    rollback: bool
+    sealed_secrets: _containers.ScalarMap[str, bytes]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., sha256: _Optional[str] = ..., document: _Optional[str] = ..., health_window_s: _Optional[float] = ..., rollback: _Optional[bool] = ..., sealed_secrets: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class ApplyModel(_message.Message):
     __slots__ = ("model", "health_window_s", "shadow")

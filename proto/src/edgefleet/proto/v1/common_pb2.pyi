@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ModelRef(_message.Message):
-    __slots__ = ("name", "version", "sha256", "size")
+    __slots__ = ("name", "version", "sha256", "size", "variant")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     sha256: str
     size: int
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    variant: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class Capabilities(_message.Message):
     __slots__ = ("arch", "os", "os_release", "distro", "python", "agent_version", "gpu", "soc", "jetpack", "l4t", "cuda", "tensorrt", "ort_providers", "cpu_count", "memory_mb")
@@ -75,7 +77,7 @@ class Health(_message.Message):
     def __init__(self, fps: _Optional[float] = ..., latency_p50_ms: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., frames_in: _Optional[int] = ..., results: _Optional[int] = ..., dropped: _Optional[int] = ..., errors: _Optional[int] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256", "quality", "cameras")
+    __slots__ = ("name", "model_ref", "model_sha256", "state", "health", "previous_ref", "last_good_ref", "last_good_sha256", "spec_ref", "quality", "cameras")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_REF_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +86,7 @@ class PipelineStatus(_message.Message):
     PREVIOUS_REF_FIELD_NUMBER: _ClassVar[int]
     LAST_GOOD_REF_FIELD_NUMBER: _ClassVar[int]
     LAST_GOOD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SPEC_REF_FIELD_NUMBER: _ClassVar[int]
     QUALITY_FIELD_NUMBER: _ClassVar[int]
     CAMERAS_FIELD_NUMBER: _ClassVar[int]
     name: str
@@ -94,9 +97,10 @@ class PipelineStatus(_message.Message):
     previous_ref: str
     last_good_ref: str
     last_good_sha256: str
+    spec_ref: str
     quality: _containers.RepeatedCompositeFieldContainer[ModelQuality]
     cameras: _containers.RepeatedCompositeFieldContainer[CameraHealth]
-    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ..., quality: _Optional[_Iterable[_Union[ModelQuality, _Mapping]]] = ..., cameras: _Optional[_Iterable[_Union[CameraHealth, _Mapping]]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., model_ref: _Optional[str] = ..., model_sha256: _Optional[str] = ..., state: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., previous_ref: _Optional[str] = ..., last_good_ref: _Optional[str] = ..., last_good_sha256: _Optional[str] = ..., spec_ref: _Optional[str] = ..., quality: _Optional[_Iterable[_Union[ModelQuality, _Mapping]]] = ..., cameras: _Optional[_Iterable[_Union[CameraHealth, _Mapping]]] = ...) -> None: ...
 
 class CameraHealth(_message.Message):
     __slots__ = ("stream_id", "state", "reason", "state_seconds", "live", "detail")

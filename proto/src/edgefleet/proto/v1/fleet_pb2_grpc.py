@@ -79,6 +79,31 @@ class FleetServiceStub:
                 request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ControlRolloutRequest.SerializeToString,
                 response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.Rollout.FromString,
                 _registered_method=True)
+        self.PushPipelineSpec = channel.unary_unary(
+                '/edgefleet.proto.v1.FleetService/PushPipelineSpec',
+                request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecRequest.SerializeToString,
+                response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecResponse.FromString,
+                _registered_method=True)
+        self.ListPipelineSpecs = channel.unary_unary(
+                '/edgefleet.proto.v1.FleetService/ListPipelineSpecs',
+                request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsRequest.SerializeToString,
+                response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsResponse.FromString,
+                _registered_method=True)
+        self.GetPipelineSpec = channel.unary_unary(
+                '/edgefleet.proto.v1.FleetService/GetPipelineSpec',
+                request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.GetPipelineSpecRequest.SerializeToString,
+                response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PipelineSpecInfo.FromString,
+                _registered_method=True)
+        self.PutSecret = channel.unary_unary(
+                '/edgefleet.proto.v1.FleetService/PutSecret',
+                request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PutSecretRequest.SerializeToString,
+                response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.SecretInfo.FromString,
+                _registered_method=True)
+        self.ListSecrets = channel.unary_unary(
+                '/edgefleet.proto.v1.FleetService/ListSecrets',
+                request_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsRequest.SerializeToString,
+                response_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsResponse.FromString,
+                _registered_method=True)
 
 
 class FleetServiceServicer:
@@ -139,6 +164,38 @@ class FleetServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushPipelineSpec(self, request, context):
+        """Pipeline specs (docs/operations.md): pushed versions are immutable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPipelineSpecs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPipelineSpec(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutSecret(self, request, context):
+        """Camera secrets, sealed to one device's key on the operator's machine (docs/security.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSecrets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FleetServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +243,31 @@ def add_FleetServiceServicer_to_server(servicer, server):
                     servicer.ControlRollout,
                     request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ControlRolloutRequest.FromString,
                     response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.Rollout.SerializeToString,
+            ),
+            'PushPipelineSpec': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushPipelineSpec,
+                    request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecRequest.FromString,
+                    response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecResponse.SerializeToString,
+            ),
+            'ListPipelineSpecs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPipelineSpecs,
+                    request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsRequest.FromString,
+                    response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsResponse.SerializeToString,
+            ),
+            'GetPipelineSpec': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPipelineSpec,
+                    request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.GetPipelineSpecRequest.FromString,
+                    response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PipelineSpecInfo.SerializeToString,
+            ),
+            'PutSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutSecret,
+                    request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PutSecretRequest.FromString,
+                    response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.SecretInfo.SerializeToString,
+            ),
+            'ListSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSecrets,
+                    request_deserializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsRequest.FromString,
+                    response_serializer=edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -431,6 +513,141 @@ class FleetService:
             '/edgefleet.proto.v1.FleetService/ControlRollout',
             edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ControlRolloutRequest.SerializeToString,
             edgefleet_dot_proto_dot_v1_dot_fleet__pb2.Rollout.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushPipelineSpec(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgefleet.proto.v1.FleetService/PushPipelineSpec',
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecRequest.SerializeToString,
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PushPipelineSpecResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPipelineSpecs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgefleet.proto.v1.FleetService/ListPipelineSpecs',
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsRequest.SerializeToString,
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListPipelineSpecsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPipelineSpec(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgefleet.proto.v1.FleetService/GetPipelineSpec',
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.GetPipelineSpecRequest.SerializeToString,
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PipelineSpecInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgefleet.proto.v1.FleetService/PutSecret',
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.PutSecretRequest.SerializeToString,
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.SecretInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/edgefleet.proto.v1.FleetService/ListSecrets',
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsRequest.SerializeToString,
+            edgefleet_dot_proto_dot_v1_dot_fleet__pb2.ListSecretsResponse.FromString,
             options,
             channel_credentials,
             insecure,

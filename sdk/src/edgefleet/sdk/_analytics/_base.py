@@ -67,7 +67,7 @@ class AnalyticsStage(ABC):
     """
 
     def open(self, ctx: AnalyticsContext) -> None:
-        """Once, before the first result."""
+        """Once, before the first result (a stage added to a running pipeline: when it is added)."""
 
     @abstractmethod
     def process(self, results: list[Result]) -> list[Result]:
@@ -77,12 +77,17 @@ class AnalyticsStage(ABC):
     def on_model_change(self, change: ModelChange) -> None:
         """Before the first result of a new serving version (class ids may mean other labels now)."""
 
+    def on_stream_removed(self, stream_id: str) -> None:
+        """A stream left the running pipeline (``Pipeline.remove_source``/``replace_source``) after its
+        last result: forget what is kept for it. Called between two batches, off the result thread."""
+
     def stats(self) -> Mapping[str, float | int]:
         """Counters for telemetry and Prometheus; may be empty."""
         return {}
 
     def close(self) -> None:
-        """Once, after the last result."""
+        """Once, after the last result (a stage removed from a running pipeline: on the thread that
+        removed it, after its last batch)."""
 
 
 ANALYTICS: Registry[AnalyticsConfig] = Registry(

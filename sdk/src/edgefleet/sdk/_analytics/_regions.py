@@ -184,5 +184,8 @@ class ZonesStage(AnalyticsStage):
             )
             self._untracked = -1
 
+    def on_stream_removed(self, stream_id: str) -> None:
+        self.engine.drop_stream(stream_id)
+
     def stats(self) -> Mapping[str, float | int]:
         return {"events": self.engine.events}

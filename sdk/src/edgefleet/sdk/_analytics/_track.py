@@ -178,6 +178,10 @@ class TrackStage(AnalyticsStage):
             e.box,
         )
 
+    def on_stream_removed(self, stream_id: str) -> None:
+        self.tracker.drop_stream(stream_id)
+        self._pending.pop(stream_id, None)
+
     def stats(self) -> Mapping[str, float | int]:
         return {
             "tracks_active": self.tracker.active(),

@@ -46,8 +46,12 @@ class Sink(ABC):
     @abstractmethod
     def write(self, result: Result, frame: Frame) -> None: ...
 
+    def on_stream_removed(self, stream_id: str) -> None:
+        """A stream left the running pipeline after its last result (between two batches)."""
+
     def close(self) -> None:
-        """Called once at shutdown; flushes and releases files."""
+        """Called once at shutdown (or when the sink is removed from a running pipeline, after its last
+        result); flushes and releases files."""
 
 
 SINKS: Registry[SinkConfig] = Registry("sink", SinkConfig, SinkError, group="edgefleet.sinks")

@@ -61,6 +61,7 @@ class SourceRunner:
         allocator: Allocator = host_allocator,
         backoff: Backoff | None = None,
         max_frames: int | None = None,
+        first_sequence: int = 0,
         pipeline: str = "",
     ) -> None:
         self.source = source
@@ -80,12 +81,21 @@ class SourceRunner:
         self._thread = threading.Thread(target=self._run, name=f"source-{source.stream_id}", daemon=True)
         self._seq = 0
         self._local_drops = 0
+        self.first_sequence = first_sequence  # a replaced camera's stream goes on from the old one's sequence
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next frame read will carry."""
+        return self.first_sequence + self._seq
 
     def start(self) -> None:
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
 
     # --- opening -----------------------------------------------------------------------------------
     def _open(self, *, reopening: bool = False) -> bool:
@@ -228,7 +238,7 @@ class SourceRunner:
                 self.copies.add(self.source.copy_kind, image.nbytes)
                 self.metrics.copies += 1
             self.metrics.skipped = self.source.skipped
-            seq = self._seq
+            seq = self.first_sequence + self._seq
             self._seq += 1
             self.metrics.frames_in.add()
             if slot is None and target is not None:

@@ -9,6 +9,10 @@ share, so that edge and cloud import only public names and never ``edgefleet.sdk
 - redaction of credentials: :func:`redact`, :func:`redact_uri`;
 - lazy package facades: :func:`lazy_getattr`, :func:`attach_stub`;
 - the ONNX file check: :func:`check_model_file`;
+- pipeline specs (``_spec``): :class:`PipelineSpec`, :func:`load_pipeline_spec`, :func:`read_pipeline_spec`,
+  :func:`diff_specs`, :func:`plan_live_change` / :class:`LivePlan`, :func:`secret_refs`,
+  :func:`resolve_secrets`, :func:`stream_id`; sealed camera secrets (``_sealing``): :func:`seal`,
+  :func:`unseal`, :func:`public_key_pem`, :class:`SealingError`;
 - config files: :func:`load_yaml_mapping`, :func:`validate_mapping`, :func:`format_validation_error`;
 - the CLI: :func:`fail` (one ``error:`` line and a non-zero exit), :func:`set_log_level`; the long-running
   commands' logs: :func:`configure_logs` (text with UTC timestamps or JSON lines, the context of every line),

@@ -151,7 +151,8 @@ class LiveChanges:
         fq = FrameQueue(spec.queue_size, policy, p._cond)
         hold = p._batch is not None and p._batch.hold_pixels
         share = -(-model.max_batch // (len(p._runners) + 1))
-        in_flight = (share * 7 if hold else min(share * 2, model.max_batch)) + 1
+        held = 10 if p._post is not None and p._post.handoff is not None else 7  # as Pipeline._start_sources
+        in_flight = (share * held if hold else min(share * 2, model.max_batch)) + 1
         stop = p._flow.stop_sources.child()
         runner = SourceRunner(
             create_source(spec),

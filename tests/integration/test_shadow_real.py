@@ -7,6 +7,7 @@ latency gate as before, without a shadow phase."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,38 @@ def test_tracker_churn_comes_from_the_track_stage() -> None:
     assert q.frames == 80 and new > 0
     assert q.new_tracks_per_frame == pytest.approx(new / 80)
     assert q.ended_tracks_per_frame == pytest.approx(sum(len(r.ended_tracks) for r in results) / 80)
+
+
+@pytest.mark.parametrize(("name", "rolled_back"), [("v2", False), ("shuffled", True)])
+def test_canary_keeps_the_previous_version_in_shadow_through_the_health_window(
+    models: dict[str, Path], name: str, rolled_back: bool
+) -> None:
+    """``phase: after``: no shadow phase before the cut-over; 1.0.0 stays in shadow during the 8 s window
+    and the new version's agreement with it is judged at its end: the rotated labels roll back."""
+    gate = {**GATE, "phase": "after", "min_frames": 5}
+    seen: list[Result] = []
+    with Pipeline(V1, [f"cam0={CLIP}?loop=1&realtime=1"], on_result=seen.append) as p:
+        wait_for(lambda: len(seen) >= 5, 60)
+        report = p.swap_model(models[name], health_window_s=8.0, shadow=gate)
+        assert report.ok and report.shadow is None  # cut over without a shadow phase
+        wait_for(lambda: any(e.stage == "done" or e.stage == "rollback" for e in p.swap_history), 60)
+        canary = p.canary
+        time.sleep(1.0)
+        serving = p.model.ref
+        p.stop()
+    assert canary is not None and canary["frames"] >= 3, canary
+    _one_result_per_frame(seen)
+    stages = [e.stage for e in p.swap_history]
+    if rolled_back:
+        assert "rollback" in stages and serving == "nanodet-m:1.0.0" and canary["f1"] < 0.2
+        assert any("canary shadow against nanodet-m:1.0.0" in e.message for e in p.swap_history)
+        assert seen[-1].model_version == "1.0.0"
+    else:
+        assert "rollback" not in stages and serving == "nanodet-m:2.0.0" and canary["f1"] >= 0.7, canary
+
+
+def wait_for(cond: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

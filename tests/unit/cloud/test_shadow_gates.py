@@ -46,3 +46,15 @@ def test_the_rollout_shows_its_shadow_gates() -> None:
     }  # fmt: skip
     pb = rollout_pb(row)
     assert pb.min_shadow_f1 == pytest.approx(0.7) and pb.shadow_min_frames == 10 and pb.max_class_mix_shift == 0
+
+
+def test_the_shadow_phase_is_checked_and_carried() -> None:
+    req = fleet_pb2.CreateRolloutRequest(min_shadow_f1=0.8, shadow_phase="after")
+    params = shadow_params(req)
+    assert params["shadow_phase"] == "after"
+    pb = shadow_pb(params)
+    assert pb is not None and pb.phase == "after"
+    with pytest.raises(InvalidArgumentError, match="shadow phase must be before, after or both, got 'later'"):
+        shadow_params(fleet_pb2.CreateRolloutRequest(min_shadow_f1=0.8, shadow_phase="later"))
+    with pytest.raises(InvalidArgumentError, match="shadow phase given without a shadow gate"):
+        shadow_params(fleet_pb2.CreateRolloutRequest(shadow_phase="both"))

@@ -20,3 +20,14 @@ def test_shadow_metrics_are_flat_numbers() -> None:
     assert shadow_metrics(None) == {}
     out = shadow_metrics({"f1": 0.5, "frames": 12, "shared_labels": ["a"], "top1_agreement": None, "ok": True})
     assert out == {"shadow_f1": 0.5, "shadow_frames": 12.0}
+
+
+def test_the_phase_reaches_the_sdk_and_a_bad_one_is_one_clear_error() -> None:
+    import pytest
+
+    from edgefleet.sdk import ConfigError
+
+    gate = shadow_gate(agent_gate(agent_pb2.ApplyModel(shadow=agent_pb2.ShadowGate(min_f1=0.5, phase="both"))))
+    assert gate is not None and gate.phase == "both"
+    with pytest.raises(ConfigError, match="shadow: phase: "):
+        shadow_gate(agent_gate(agent_pb2.ApplyModel(shadow=agent_pb2.ShadowGate(min_f1=0.5, phase="later"))))

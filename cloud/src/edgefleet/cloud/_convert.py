@@ -136,4 +136,5 @@ def rollout_pb(r: Row) -> fleet_pb2.Rollout:
     )
     for key in SHADOW_FIELDS:  # the shadow gates (0: not set)
         setattr(out, key, int(p.get(key, 0)) if key == "shadow_min_frames" else float(p.get(key, 0.0)))
+    out.shadow_phase = str(p.get("shadow_phase", ""))
     return out

@@ -207,6 +207,9 @@ class FleetClient:
             camera_grace_s=camera_grace_s,
         )
         for key, value in (shadow or {}).items():
+            if key == "shadow_phase":
+                req.shadow_phase = str(value)
+                continue
             if key not in SHADOW_FIELDS:
                 raise InvalidArgumentError(f"unknown shadow gate {key!r} (one of {', '.join(SHADOW_FIELDS)})")
             setattr(req, key, int(value) if key == "shadow_min_frames" else float(value))

@@ -4,7 +4,7 @@ beside its serving version before it cuts over and refuses it when the agreement
 refusal (``refused at shadow: shadow gate: shadow_f1 0.012 < min_shadow_f1 0.8; ...``) fails the member
 with the KPI in its message, and the wave's failures abort the rollout as any other failure does.
 
-Formulas of the KPIs: docs/operations.md, "Shadow gates".
+Formulas of the KPIs: docs/operations.md, "Model-quality gates".
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ _LIMITS: dict[str, tuple[float, float]] = {
 }
 
 
-def shadow_params(request: Any) -> dict[str, float]:
+PHASES = ("", "before", "after", "both")
+
+
+def shadow_params(request: Any) -> dict[str, Any]:
     """The shadow fields of a CreateRolloutRequest, checked (0: not set); {} when no gate is set."""
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     for key in SHADOW_FIELDS:
         value = float(getattr(request, key))
         low, high = _LIMITS[key]
@@ -45,6 +48,13 @@ def shadow_params(request: Any) -> dict[str, float]:
             out[key] = value
     if out and not any(k in out for k in GATES):
         raise InvalidArgumentError(f"shadow sampling given without a shadow gate: set one of {', '.join(GATES)}")
+    phase = str(request.shadow_phase)
+    if phase not in PHASES:
+        raise InvalidArgumentError(f"shadow phase must be before, after or both, got {phase!r}")
+    if phase:
+        if not out:
+            raise InvalidArgumentError(f"shadow phase given without a shadow gate: set one of {', '.join(GATES)}")
+        out["shadow_phase"] = phase
     return out
 
 
@@ -59,10 +69,11 @@ def shadow_pb(params: Mapping[str, Any]) -> agent_pb2.ShadowGate | None:
         min_f1=float(params.get("min_shadow_f1", 0.0)),
         max_class_mix_shift=float(params.get("max_class_mix_shift", 0.0)),
         max_detection_rate_change=float(params.get("max_detection_rate_change", 0.0)),
+        phase=str(params.get("shadow_phase", "")),
     )
 
 
-def quality_baselines(shadow: Mapping[str, float], devices: list[Row], model_name: str) -> dict[str, Any]:
+def quality_baselines(shadow: Mapping[str, Any], devices: list[Row], model_name: str) -> dict[str, Any]:
     """``{"baselines": {device: {pipeline: ModelQuality dict}}}``: what each device's pipelines of
     ``model_name`` saw on the version they serve when the rollout is created, kept in the rollout's params
     (the controller's own record of the baseline: it survives an agent restart, which empties the

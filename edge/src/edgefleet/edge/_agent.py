@@ -60,6 +60,8 @@ def shadow_gate(apply: agent_pb2.ApplyModel) -> dict[str, Any] | None:
     g = apply.shadow
     sampling = {k: v for k, v in (("sample_rate", g.sample_rate), ("max_busy", g.max_busy)) if v > 0}
     gate: dict[str, Any] = {"shadow": sampling}
+    if g.phase:
+        gate["phase"] = g.phase  # checked by the SDK: an unknown phase refuses the command, saying so
     for key in ("min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change"):
         value = getattr(g, key)
         if value > 0:

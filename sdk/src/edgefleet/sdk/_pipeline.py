@@ -38,7 +38,7 @@ from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics, S
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
 from ._results import Result
-from ._shadow import ShadowConfig, ShadowGate, ShadowRun, model_labels, shadow_config
+from ._shadow import ShadowConfig, ShadowGate, ShadowRun, model_labels, one_thread, shadow_config
 from ._signing import PublicKey
 from ._sinks import CallbackSink, Sink, SinkConfig, SinkContext, build_sink
 from ._sinks._paths import check_sink_paths, pipeline_reads
@@ -523,9 +523,12 @@ class Pipeline:
             raise PipelineError(f"{self._swapper.shadow.ref} is in shadow already; stop it first")
         cfg = shadow_config(config)
         package = package if isinstance(package, ModelPackage) else load_package(package)
+        backend = self._backend_cfg
+        if self._device == "cpu" and isinstance(backend, OnnxRuntimeConfig):
+            backend = backend.model_copy(update={"intra_op_threads": 1})  # its own core at most, counted
         model = load_model(
             package,
-            self._backend_cfg,
+            backend,
             device=self._device,
             max_batch=1,
             overrides=self.overrides,
@@ -533,13 +536,26 @@ class Pipeline:
             buffers=2,
             gpu_filters=not self.config.keep_raw,
         )
-        run = ShadowRun(model, model_labels(self.slot.current), cfg, self.copies, close_model=True)
+        run = ShadowRun(
+            model,
+            model_labels(self.slot.current),
+            cfg,
+            self.copies,
+            close_model=True,
+            thread_time=one_thread(backend, self._device),
+        )
         self._swapper.shadow = run.start()
         return run
 
     def rollback(self, reason: str = "requested") -> SwapReport:
         """Return to the previous version while it is still kept (during the health window)."""
         return self._swapper.rollback(reason)
+
+    @property
+    def canary(self) -> dict[str, Any] | None:
+        """The agreement (``Agreement.to_dict()``) of the last canary shadow (``ShadowGate(phase="after")``),
+        judged at the end of its health window; None before one ended."""
+        return self._swapper.canary
 
     @property
     def swap_history(self) -> list[SwapEvent]:

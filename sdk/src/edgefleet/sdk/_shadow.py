@@ -10,7 +10,8 @@ compares the pair. What keeps the serving pipeline within budget:
 
 * ``sample_rate``: the fraction of each stream's frames that is sampled (1/30: one frame a second of a
   30 fps camera);
-* ``max_busy``: the share of wall time the shadow thread may spend working; after a frame that took
+* ``max_busy``: the share of wall time the shadow thread may spend working (a one-thread CPU session: its
+  own CPU time, so a fraction of one core; otherwise the wall time of its frames); after a frame that took
   ``t`` it accepts no frame for ``t · (1/max_busy - 1)`` (frames offered then are ``skipped_budget``);
 * the bounded queue: a shadow that falls behind drops frames (``dropped``), never the pipeline's.
 
@@ -26,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,7 +41,7 @@ from ._results import Classification, Detection, Result
 from ._shadow_kpis import Agreement, AgreementCounter, output_labels
 from ._validation import format_validation_error
 
-__all__ = ["ShadowConfig", "ShadowGate", "ShadowRun", "model_labels", "shadow_config"]
+__all__ = ["ShadowConfig", "ShadowGate", "ShadowRun", "model_labels", "one_thread", "shadow_config"]
 
 _log = logging.getLogger(__name__)
 _PENDING = 256  # sampled frames waiting for their other half, at most
@@ -74,6 +75,11 @@ class ShadowGate(BaseModel):
     min_f1: float | None = Field(None, ge=0.0, le=1.0, description="Lowest F1 (detection) / top-1 agreement")
     max_class_mix_shift: float | None = Field(None, ge=0.0, le=1.0, description="Highest class mix shift")
     max_detection_rate_change: float | None = Field(None, ge=0.0, description="Highest |detection rate change|")
+    phase: Literal["before", "after", "both"] = Field(
+        "before",
+        description="before: a shadow phase before the cut-over; after: the previous version kept in shadow "
+        "during the health window (a canary), judged at its end, a miss rolls back; both",
+    )
 
     def failures(self, a: Agreement) -> list[str]:
         """What the agreement fails, one line per KPI naming it, the value and the limit ([] passes)."""
@@ -107,6 +113,16 @@ def shadow_config(value: ShadowConfig | Mapping[str, Any] | None) -> ShadowConfi
         raise ConfigError(format_validation_error(exc, "shadow")) from None
 
 
+def one_thread(config: Any, device: str) -> bool:
+    """True when a backend config runs inference on the calling thread only (ONNX Runtime, CPU, one
+    intra-op thread): the shadow's busy budget can then count that thread's CPU time."""
+    return (
+        device == "cpu"
+        and getattr(config, "type", "") == "onnxruntime"
+        and getattr(config, "intra_op_threads", None) == 1
+    )
+
+
 def model_labels(model: LoadedModel) -> frozenset[str]:
     return output_labels(model.package.labels, model.package.manifest.decoder.params())
 
@@ -131,11 +147,20 @@ class ShadowRun:
         copies: CopyCounter,
         *,
         close_model: bool,
+        inverse: bool = False,
+        thread_time: bool = False,
     ) -> None:
+        """``inverse``: ``model`` is the previous version kept in shadow after a cut-over (a canary): the
+        KPIs still read as the new version (serving) against the previous one, as before the cut-over.
+        ``thread_time``: the model runs entirely on the calling thread (a one-thread CPU session): the busy
+        budget counts that thread's CPU time (waiting for a core on a loaded machine is not work); else the
+        wall time of each frame."""
         if not isinstance(config, ShadowConfig):
             raise ConfigError(f"shadow config must be a ShadowConfig, not {type(config).__name__}")
         self.model, self.config, self.copies = model, config, copies
         self._close_model = close_model
+        self._inverse = inverse
+        self._thread_time = thread_time
         self._counter = AgreementCounter(serving_labels, model_labels(model), config.iou)
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, int, np.ndarray]] = deque()
@@ -214,7 +239,10 @@ class ShadowRun:
         """Count the completed pairs (holding the lock)."""
         while self._ready:
             serving, (dets, top) = self._ready.popleft()
-            self._counter.add(serving.detections, dets, serving.classifications, top)
+            if self._inverse:
+                self._counter.add(dets, serving.detections, top, serving.classifications)
+            else:
+                self._counter.add(serving.detections, dets, serving.classifications, top)
 
     # --- the shadow thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -247,7 +275,7 @@ class ShadowRun:
 
     def _infer(self, item: tuple[str, int, np.ndarray], buf: Any) -> None:
         stream_id, sequence, image = item
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             pre = getattr(self, "_pre", None)
             if pre is None:  # a private preprocessor: a swap's batch thread takes the model's own at cut-over
@@ -265,8 +293,9 @@ class ShadowRun:
             return
         took = time.perf_counter() - t0
         self.latency.add(took * 1000.0)
-        self._busy += took
-        self._free_at = time.monotonic() + took * (1.0 / self.config.max_busy - 1.0)
+        busy = time.thread_time() - c0 if self._thread_time else took
+        self._busy += busy
+        self._free_at = time.monotonic() + busy * (1.0 / self.config.max_busy - 1.0)
         with self._cond:
             pair = self._pending.get((stream_id, sequence))
             if pair is None:

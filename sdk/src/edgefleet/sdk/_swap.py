@@ -31,7 +31,7 @@ from ._errors import ConfigError, EdgefleetError, ModelPackageError
 from ._metrics import CopyCounter, LatencyWindow
 from ._model import LoadedModel, ModelSlot, load_model
 from ._package import ModelPackage, load_package
-from ._shadow import ShadowGate, ShadowRun, model_labels
+from ._shadow import ShadowGate, ShadowRun, model_labels, one_thread
 from ._signing import PublicKey
 from ._sparse import all_finite
 from ._validation import format_validation_error
@@ -83,6 +83,7 @@ class _Health:
         self.budget_ms = budget_ms
         self.latency = LatencyWindow(1024)
         self.failed: str | None = None
+        self.canary: tuple[ShadowRun, ShadowGate] | None = None  # the previous version in shadow
 
 
 class SwapHost(Protocol):
@@ -121,6 +122,7 @@ class Swapper:
         self._timer: threading.Timer | None = None
         self._rejected: list[LoadedModel] = []  # rolled back: in-flight batches bound to them are re-run
         self.shadow: ShadowRun | None = None  # a candidate in shadow (read by the batch and result threads)
+        self.canary: dict[str, Any] | None = None  # the last canary shadow's agreement (Agreement.to_dict())
         self.history: list[SwapEvent] = []
         self.swaps = 0
         self.rollbacks = 0
@@ -174,6 +176,7 @@ class Swapper:
                 return h.failed
             h.failed = reason
             self._rejected = [*self._rejected[-3:], model]
+        self._stop_canary(h)
         self._emit(SwapEvent("rollback", f"health check failed: {reason}; back to {h.previous.ref}", model.ref))
         self.p.slot.swap(h.previous, close_old=True)
         self.rollbacks += 1
@@ -297,7 +300,7 @@ class Swapper:
             report.load_ms = (time.perf_counter() - t0) * 1000.0
             try:
                 ok = self._warm_and_gate(new, report, latency_budget_ms, warmup_frames, sample_timeout_s, progress)
-                if ok and shadow is not None:
+                if ok and shadow is not None and shadow.phase in ("before", "both"):
                     ok = self._shadow_phase(new, shadow, report, progress)
             except BaseException:
                 new.close()
@@ -312,6 +315,8 @@ class Swapper:
             report.cutover_at = time.time()
             self.swaps += 1
             self._emit(SwapEvent("cutover", f"{new.ref} serving from the next batch", new.ref), progress, report)
+            if shadow is not None and shadow.phase in ("after", "both") and self._health is not None:
+                self._start_canary(self._health, shadow, progress, report)
             if health_window_s > 0:
                 self._timer = threading.Timer(health_window_s, self._end_window, args=(new,))
                 self._timer.daemon = True
@@ -383,7 +388,14 @@ class Swapper:
             f"in shadow on {cfg.sample_rate:.3g} of frames until {gate.min_frames} compared (at most {gate.max_s:g} s)"
         )
         self._emit(SwapEvent("shadow", note, new.ref), progress, report)
-        run = ShadowRun(new, model_labels(self.p.slot.current), cfg, self.p.copies, close_model=False).start()
+        run = ShadowRun(
+            new,
+            model_labels(self.p.slot.current),
+            cfg,
+            self.p.copies,
+            close_model=False,
+            thread_time=one_thread(self.p.backend_config, self.p.config.device),
+        ).start()
         self.shadow = run
         try:
             run.wait_frames(gate.min_frames, gate.max_s)
@@ -454,10 +466,49 @@ class Swapper:
         )
         return report
 
+    def _start_canary(
+        self, h: _Health, gate: ShadowGate, progress: Callable[[SwapEvent], None] | None, report: SwapReport
+    ) -> None:
+        run = ShadowRun(
+            h.previous,
+            model_labels(h.model),
+            gate.shadow,
+            self.p.copies,
+            close_model=False,
+            inverse=True,
+            thread_time=one_thread(self.p.backend_config, self.p.config.device),
+        )
+        h.canary = (run, gate)
+        self.shadow = run.start()
+        note = f"{h.previous.ref} kept in shadow for the health window (canary)"
+        self._emit(SwapEvent("health", note, h.model.ref), progress, report)
+
+    def _stop_canary(self, h: _Health) -> Any:
+        """End a health window's canary shadow (before its model is retired or serves again)."""
+        if h.canary is None:
+            return None
+        run, h.canary = h.canary[0], None
+        if self.shadow is run:
+            self.shadow = None
+        return run.stop()
+
     def _end_window(self, model: LoadedModel) -> None:
         h = self._health
         if h is None or h.model is not model:
             return
+        gate = h.canary[1] if h.canary is not None else None
+        agreement = self._stop_canary(h)
+        if gate is not None and agreement is not None:
+            self.canary = agreement.to_dict()
+            misses = [f for f in gate.failures(agreement) if not f.startswith("shadow_frames")]  # few: no opinion
+            if misses and agreement.frames > 0:
+                self.fail(model, f"canary shadow against {h.previous.ref}: " + "; ".join(misses))
+                return
+            self._emit(
+                SwapEvent(
+                    "health", f"canary shadow passed: f1 {agreement.f1:.3f} over {agreement.frames} frames", model.ref
+                )
+            )
         p95 = h.latency.percentiles((95.0,))[0]
         if h.budget_ms is not None and h.latency.count >= 5 and p95 > h.budget_ms:
             self.fail(model, f"p95 inference latency {p95:.1f} ms over the budget of {h.budget_ms:.1f} ms")
@@ -469,6 +520,8 @@ class Swapper:
         self._cancel_timer()
         with self._state:
             h, self._health = self._health, None
+        if h is not None:
+            self._stop_canary(h)
         if h is not None and h.failed is None:
             self.p.slot.retire(h.previous)
             self._emit(SwapEvent("done", f"{h.model.ref} healthy; released {h.previous.ref}", h.model.ref))

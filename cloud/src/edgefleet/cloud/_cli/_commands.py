@@ -400,6 +400,9 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
         shadow_sample_rate: Annotated[float, typer.Option(help="Shadow: fraction of frames (0: 0.1)")] = 0.0,
         shadow_min_frames: Annotated[int, typer.Option(help="Shadow: frames compared per device (0: 30)")] = 0,
         shadow_max_s: Annotated[float, typer.Option(help="Shadow: longest phase per device, s (0: 60)")] = 0.0,
+        shadow_phase: Annotated[
+            str, typer.Option(help="Shadow: before the cut-over, after it (a canary in the health window), or both")
+        ] = "",
         cameras_may_be_down: Annotated[
             bool, typer.Option(help="Do not gate on cameras (by default every camera must be streaming)")
         ] = False,
@@ -420,7 +423,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
     ) -> None:
         """Roll a model version (or with --pipeline a pipeline spec) out to the devices matching --to, wave
         by wave, with the same gates, abort threshold and rollback for both. A shadow gate runs a model
-        version in shadow on each device before its cut-over (docs/operations.md, "Shadow gates")."""
+        version in shadow on each device before its cut-over (docs/operations.md, "Model-quality gates")."""
         from ._display import rollout_tables
 
         if bool(model) == bool(pipeline):
@@ -444,6 +447,7 @@ def _rollout_commands(app: typer.Typer, grp: typer.Typer) -> None:
                     "shadow_sample_rate": shadow_sample_rate,
                     "shadow_min_frames": shadow_min_frames,
                     "shadow_max_s": shadow_max_s,
+                    "shadow_phase": shadow_phase,
                 },
                 cameras_may_be_down=cameras_may_be_down,
                 camera_grace_s=camera_grace,

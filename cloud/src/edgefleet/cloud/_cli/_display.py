@@ -230,7 +230,8 @@ def rollout_tables(r: Any) -> list[Any]:
         if value
     ]
     if gates:
-        sampling = f"sample rate {r.shadow_sample_rate or 0.1:g}, {r.shadow_min_frames or 30} frames"
+        sampling = f"phase {r.shadow_phase or 'before'}, sample rate {r.shadow_sample_rate or 0.1:g}, "
+        sampling += f"{r.shadow_min_frames or 30} frames"
         head.add_row("shadow gates", ", ".join(gates) + f" ({sampling})")
     grace = f"{r.camera_grace_s:g} s" if r.camera_grace_s else "the controller's"
     head.add_row("camera gate", "off" if r.cameras_may_be_down else f"every camera streaming (grace {grace})")

@@ -173,7 +173,7 @@ class ApplyModel(_message.Message):
     def __init__(self, model: _Optional[_Union[_common_pb2.ModelRef, _Mapping]] = ..., health_window_s: _Optional[float] = ..., shadow: _Optional[_Union[ShadowGate, _Mapping]] = ...) -> None: ...
 
 class ShadowGate(_message.Message):
-    __slots__ = ("sample_rate", "max_busy", "min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change")
+    __slots__ = ("sample_rate", "max_busy", "min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change", "phase")
     SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
     MAX_BUSY_FIELD_NUMBER: _ClassVar[int]
     MIN_FRAMES_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,7 @@ class ShadowGate(_message.Message):
     MIN_F1_FIELD_NUMBER: _ClassVar[int]
     MAX_CLASS_MIX_SHIFT_FIELD_NUMBER: _ClassVar[int]
     MAX_DETECTION_RATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
     sample_rate: float
     max_busy: float
     min_frames: int
@@ -188,7 +189,8 @@ class ShadowGate(_message.Message):
     min_f1: float
     max_class_mix_shift: float
     max_detection_rate_change: float
-    def __init__(self, sample_rate: _Optional[float] = ..., max_busy: _Optional[float] = ..., min_frames: _Optional[int] = ..., max_s: _Optional[float] = ..., min_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ...) -> None: ...
+    phase: str
+    def __init__(self, sample_rate: _Optional[float] = ..., max_busy: _Optional[float] = ..., min_frames: _Optional[int] = ..., max_s: _Optional[float] = ..., min_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., phase: _Optional[str] = ...) -> None: ...
 
 class RollbackModel(_message.Message):
     __slots__ = ("model_name", "to_ref")

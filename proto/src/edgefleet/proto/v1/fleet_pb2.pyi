@@ -321,7 +321,7 @@ class SetLabelsRequest(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateRolloutRequest(_message.Message):
-    __slots__ = ("model_ref", "selector", "waves", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "request_id", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "pipeline_ref", "cameras_may_be_down", "camera_grace_s")
+    __slots__ = ("model_ref", "selector", "waves", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "request_id", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "pipeline_ref", "cameras_may_be_down", "camera_grace_s", "shadow_phase")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class CreateRolloutRequest(_message.Message):
     PIPELINE_REF_FIELD_NUMBER: _ClassVar[int]
     CAMERAS_MAY_BE_DOWN_FIELD_NUMBER: _ClassVar[int]
     CAMERA_GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_PHASE_FIELD_NUMBER: _ClassVar[int]
     model_ref: str
     selector: _containers.ScalarMap[str, str]
     waves: _containers.RepeatedScalarFieldContainer[str]
@@ -363,7 +364,8 @@ class CreateRolloutRequest(_message.Message):
     pipeline_ref: str
     cameras_may_be_down: bool
     camera_grace_s: float
-    def __init__(self, model_ref: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., request_id: _Optional[str] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., pipeline_ref: _Optional[str] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ...) -> None: ...
+    shadow_phase: str
+    def __init__(self, model_ref: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., request_id: _Optional[str] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., pipeline_ref: _Optional[str] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ..., shadow_phase: _Optional[str] = ...) -> None: ...
 
 class RolloutDevice(_message.Message):
     __slots__ = ("device_id", "wave", "state", "previous_ref", "message", "command_id", "variant")
@@ -384,7 +386,7 @@ class RolloutDevice(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., wave: _Optional[int] = ..., state: _Optional[str] = ..., previous_ref: _Optional[str] = ..., message: _Optional[str] = ..., command_id: _Optional[str] = ..., variant: _Optional[str] = ...) -> None: ...
 
 class Rollout(_message.Message):
-    __slots__ = ("rollout_id", "model_ref", "sha256", "selector", "waves", "state", "current_wave", "devices", "message", "created_at", "updated_at", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "kind", "cameras_may_be_down", "camera_grace_s")
+    __slots__ = ("rollout_id", "model_ref", "sha256", "selector", "waves", "state", "current_wave", "devices", "message", "created_at", "updated_at", "health_window_s", "max_failure_ratio", "min_fps", "max_latency_ms", "min_shadow_f1", "max_class_mix_shift", "max_detection_rate_change", "shadow_sample_rate", "shadow_min_frames", "shadow_max_s", "kind", "cameras_may_be_down", "camera_grace_s", "shadow_phase")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +418,7 @@ class Rollout(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     CAMERAS_MAY_BE_DOWN_FIELD_NUMBER: _ClassVar[int]
     CAMERA_GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_PHASE_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     model_ref: str
     sha256: str
@@ -440,7 +443,8 @@ class Rollout(_message.Message):
     kind: str
     cameras_may_be_down: bool
     camera_grace_s: float
-    def __init__(self, rollout_id: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., current_wave: _Optional[int] = ..., devices: _Optional[_Iterable[_Union[RolloutDevice, _Mapping]]] = ..., message: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., kind: _Optional[str] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ...) -> None: ...
+    shadow_phase: str
+    def __init__(self, rollout_id: _Optional[str] = ..., model_ref: _Optional[str] = ..., sha256: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., waves: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., current_wave: _Optional[int] = ..., devices: _Optional[_Iterable[_Union[RolloutDevice, _Mapping]]] = ..., message: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., health_window_s: _Optional[float] = ..., max_failure_ratio: _Optional[float] = ..., min_fps: _Optional[float] = ..., max_latency_ms: _Optional[float] = ..., min_shadow_f1: _Optional[float] = ..., max_class_mix_shift: _Optional[float] = ..., max_detection_rate_change: _Optional[float] = ..., shadow_sample_rate: _Optional[float] = ..., shadow_min_frames: _Optional[int] = ..., shadow_max_s: _Optional[float] = ..., kind: _Optional[str] = ..., cameras_may_be_down: _Optional[bool] = ..., camera_grace_s: _Optional[float] = ..., shadow_phase: _Optional[str] = ...) -> None: ...
 
 class GetRolloutRequest(_message.Message):
     __slots__ = ("rollout_id",)

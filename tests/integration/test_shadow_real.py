@@ -150,13 +150,13 @@ def test_tracker_churn_comes_from_the_track_stage() -> None:
 def test_canary_keeps_the_previous_version_in_shadow_through_the_health_window(
     models: dict[str, Path], name: str, rolled_back: bool
 ) -> None:
-    """``phase: after``: no shadow phase before the cut-over; 1.0.0 stays in shadow during the 8 s window
+    """``phase: after``: no shadow phase before the cut-over; 1.0.0 stays in shadow during the 10 s window
     and the new version's agreement with it is judged at its end: the rotated labels roll back."""
-    gate = {**GATE, "phase": "after", "min_frames": 5}
+    gate = {**GATE, "phase": "after", "min_frames": 5, "shadow": {"sample_rate": 1.0, "max_busy": 1.0, "queue": 4}}
     seen: list[Result] = []
     with Pipeline(V1, [f"cam0={CLIP}?loop=1&realtime=1"], on_result=seen.append) as p:
         wait_for(lambda: len(seen) >= 5, 60)
-        report = p.swap_model(models[name], health_window_s=8.0, shadow=gate)
+        report = p.swap_model(models[name], health_window_s=10.0, shadow=gate)
         assert report.ok and report.shadow is None  # cut over without a shadow phase
         wait_for(lambda: any(e.stage == "done" or e.stage == "rollback" for e in p.swap_history), 60)
         canary = p.canary

@@ -149,18 +149,21 @@ class ShadowRun:
         close_model: bool,
         inverse: bool = False,
         thread_time: bool = False,
+        serving_ref: str | None = None,
     ) -> None:
         """``inverse``: ``model`` is the previous version kept in shadow after a cut-over (a canary): the
         KPIs still read as the new version (serving) against the previous one, as before the cut-over.
         ``thread_time``: the model runs entirely on the calling thread (a one-thread CPU session): the busy
         budget counts that thread's CPU time (waiting for a core on a loaded machine is not work); else the
-        wall time of each frame."""
+        wall time of each frame. ``serving_ref``: pair only results of this serving version (a canary
+        starts at the cut-over, when batches of the previous version are still on their way)."""
         if not isinstance(config, ShadowConfig):
             raise ConfigError(f"shadow config must be a ShadowConfig, not {type(config).__name__}")
         self.model, self.config, self.copies = model, config, copies
         self._close_model = close_model
         self._inverse = inverse
         self._thread_time = thread_time
+        self._serving_ref = serving_ref
         self._counter = AgreementCounter(serving_labels, model_labels(model), config.iou)
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, int, np.ndarray]] = deque()
@@ -225,6 +228,9 @@ class ShadowRun:
             for r in results:
                 pair = self._pending.get((r.stream_id, r.sequence))
                 if pair is None:
+                    continue
+                if self._serving_ref is not None and f"{r.model}:{r.model_version}" != self._serving_ref:
+                    del self._pending[(r.stream_id, r.sequence)]  # another version served it: no pair
                     continue
                 pair[0] = r
                 if pair[1] is not None:

@@ -395,6 +395,7 @@ class Swapper:
             self.p.copies,
             close_model=False,
             thread_time=one_thread(self.p.backend_config, self.p.config.device),
+            serving_ref=self.p.slot.current.ref,
         ).start()
         self.shadow = run
         try:
@@ -477,6 +478,7 @@ class Swapper:
             close_model=False,
             inverse=True,
             thread_time=one_thread(self.p.backend_config, self.p.config.device),
+            serving_ref=h.model.ref,
         )
         h.canary = (run, gate)
         self.shadow = run.start()

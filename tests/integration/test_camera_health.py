@@ -247,3 +247,17 @@ def test_a_file_ends_and_a_file_that_is_no_video_fails(toy_models: dict[str, Pat
         q.run()
     st = q.stats().streams["bad"]
     assert st.state is CameraState.FAILED and st.reason is HealthReason.DECODE_ERROR, st
+
+
+def test_a_camera_added_while_running_has_its_health_too(toy_models: dict[str, Path]) -> None:
+    p = Pipeline(toy_models["yolo"], ["yard=synthetic:?fps=10&width=160&height=120"])
+    p.start()
+    try:
+        _wait_state(p, "yard", CameraState.STREAMING, 20)
+        p.add_source(f"gate=rtsp://127.0.0.1:{free_port()}/x#open_timeout_ms=500&stall_s=2")
+        st = _wait_state(p, "gate", CameraState.RECONNECTING, 20)
+        assert st.reason is HealthReason.REFUSED, st
+        assert p.stats().streams["yard"].state is CameraState.STREAMING  # the others keep streaming
+    finally:
+        p.abort()
+        p.close()

@@ -10,6 +10,7 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,30 @@ def test_dead_camera_reads_down_and_a_camera_lost_in_the_window_fails_the_gate(
         assert "camera not streaming" in status and "every camera streaming" in status, status
     finally:
         server.stop()
+
+
+def test_the_controllers_camera_grace_applies_to_every_view(
+    tmp_path: Path,
+    fleet_factory: Callable[[str], Fleet],  # noqa: F811 - the fixture imported above
+    packages: dict[str, Path],  # noqa: F811
+) -> None:
+    """A camera down for less than ``--camera-grace`` keeps its device ``ok`` in GetDevice and ListDevices
+    alike (a merge once left GetDevice on the 10 s default)."""
+    fleet = fleet_factory(f"sqlite:///{tmp_path}/controller.db")
+    fleet.start_controller("--camera-grace", "600")
+    v1 = packages["1.0.0"]
+    dead = f"gate=rtsp://127.0.0.1:{free_rtsp_port()}/stream#open_timeout_ms=500"
+    fleet.start_agent("g1", {"site": "g"}, v1, **_pipelines(dead, model=v1))
+    fleet.wait_online("g1")
+
+    def down_for(d: object) -> float:
+        return max((c.state_seconds for p in d.pipelines for c in p.cameras), default=0.0)  # type: ignore[attr-defined]
+
+    def long_down() -> object:
+        d = fleet.device("g1")
+        return d if down_for(d) > 12 else None
+
+    d: Any = wait_for("the camera down for 12 s", long_down, 60)
+    assert d.health_state == "ok", d.health_state
+    listed = {x.device_id: x.health_state for x in fleet.client.list_devices({})}
+    assert listed["g1"] == "ok", listed

@@ -61,3 +61,12 @@ def test_the_live_table_shows_each_cameras_state_reason_and_time() -> None:
     console.print(live_table(dataclasses.replace(stats, streams={"cam": down, "yard": up})))
     text = console.export_text()
     assert "reconnecting: unauthorized 42s" in text and "streaming" in text
+
+
+def test_stall_seconds_follow_the_source_and_files_never_stall() -> None:
+    from edgefleet.sdk import parse_source
+    from edgefleet.sdk._health import stall_seconds
+
+    assert stall_seconds(parse_source("rtsp://10.0.0.5/x#stall_s=2")) == 2.0
+    assert stall_seconds(parse_source("rtsp://10.0.0.5/x")) == 5.0
+    assert stall_seconds(parse_source("models/media/vtest-300.mp4")) == float("inf")

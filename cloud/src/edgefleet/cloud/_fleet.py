@@ -123,18 +123,16 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
 
     async def _device_pb(self, r: Row) -> fleet_pb2.Device:
         tel = await self._telemetry_states(r["device_id"])
-        msg = device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]))
-        msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
-        return msg
-        grace = self.settings.camera_grace_s
         cameras = await self._telemetry_cameras(r["device_id"]) if r["device_id"] in tel else []
-        return device_pb(
+        msg = device_pb(
             r,
             online=self._online(r),
             telemetry=tel.get(r["device_id"]),
-            camera_grace_s=grace,
+            camera_grace_s=self.settings.camera_grace_s,
             telemetry_cameras=cameras,
         )
+        msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
+        return msg
 
     async def _telemetry_cameras(self, device_id: str) -> list[dict[str, Any]]:
         """The cameras of the device's newest telemetry message of the last 10 minutes (MQTT)."""

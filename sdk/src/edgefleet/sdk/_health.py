@@ -21,8 +21,9 @@ import threading
 import time
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-__all__ = ["CameraState", "HealthReason", "HealthSnapshot", "SourceHealth", "reason_of"]
+__all__ = ["CameraState", "HealthReason", "HealthSnapshot", "SourceHealth", "reason_of", "stall_seconds"]
 
 
 class CameraState(str, Enum):
@@ -47,6 +48,15 @@ class HealthReason(str, Enum):
     TIMEOUT = "timeout"  # no answer, or no frame, within the time allowed
     DECODE_ERROR = "decode_error"  # the stream opens but yields no decodable video
     END_OF_STREAM = "end_of_stream"  # the server closed the stream, or a file ended
+
+
+def stall_seconds(spec: Any) -> float:
+    """A source's ``stall_s`` (its config's, default 5 s); a finite source (file, folder) never stalls: it
+    waits whenever the pipeline is behind."""
+    if not spec.live:
+        return float("inf")
+    config = getattr(spec, "config", None)
+    return float(getattr(config, "stall_s", 5.0)) if config is not None else 5.0
 
 
 def reason_of(exc: BaseException) -> HealthReason | None:

@@ -34,6 +34,7 @@ from ._analytics._base import AnalyticsContext
 from ._delivery import model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._frames import FrameQueue, OverflowPolicy
+from ._health import stall_seconds
 from ._metrics import StreamMetrics, StreamStats
 from ._redact import redact
 from ._sinks import SINKS, Sink, SinkConfig, SinkContext, build_sink
@@ -145,7 +146,7 @@ class LiveChanges:
     def _start(self, spec: SourceSpec, first_sequence: int) -> None:
         p = self.p
         model = p.slot.current
-        metrics = StreamMetrics(spec.stream_id, spec.live)
+        metrics = StreamMetrics(spec.stream_id, spec.live, stall_seconds(spec))
         metrics.model_ref = model.ref
         policy = OverflowPolicy.DROP_OLDEST if spec.live else OverflowPolicy.BLOCK
         fq = FrameQueue(spec.queue_size, policy, p._cond)

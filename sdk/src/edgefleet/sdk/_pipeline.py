@@ -33,6 +33,7 @@ from ._delivery import ResultStage, model_info
 from ._errors import ConfigError, EdgefleetError, PipelineError
 from ._flow import END, Batch, Flow
 from ._frames import FrameQueue, OverflowPolicy, frame_allocator
+from ._health import stall_seconds
 from ._live import LiveChanges, NamedSinks, apply_plan
 from ._metrics import CopyCounter, PipelineStats, StageMetrics, StreamMetrics, StreamStats
 from ._model import LoadedModel, ModelSlot, load_model
@@ -324,8 +325,7 @@ class Pipeline:
         """One runner per source (not started yet), each with its frame pool."""
         hold = any(s.needs_pixels for s in self._sinks)
         for spec in self._specs:
-            stall_s = spec.config.stall_s if spec.config is not None else 5.0
-            metrics = StreamMetrics(spec.stream_id, spec.live, stall_s if spec.live else float("inf"))
+            metrics = StreamMetrics(spec.stream_id, spec.live, stall_seconds(spec))
             metrics.model_ref = model.ref
             self._streams[spec.stream_id] = metrics
             policy = OverflowPolicy.DROP_OLDEST if spec.live else OverflowPolicy.BLOCK

@@ -142,3 +142,108 @@ def test_run_on_a_dead_camera_exits_non_zero_with_one_line(toy_models: dict[str,
     assert len(lines) == 1, out.stderr
     assert "cam reconnecting (refused)" in lines[0] and "within 3 s" in lines[0], lines
     assert PASSWORD not in out.stderr + out.stdout
+
+
+class _TcpCamera:
+    """A real TCP server on loopback that accepts camera connections and then either says nothing
+    (``answer=None``: a hung camera) or answers every request with ``answer`` (e.g. an RTSP 503)."""
+
+    def __init__(self, answer: bytes | None) -> None:
+        import socket
+        import threading
+
+        self.answer = answer
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.conns.append(conn)
+            if self.answer is not None:
+                threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: object) -> None:
+        import socket
+
+        assert isinstance(conn, socket.socket)
+        conn.settimeout(5)
+        try:
+            while not self._stop.is_set():
+                data = conn.recv(4096)
+                if not data:
+                    return
+                cseq = next(
+                    (
+                        line.split(b":", 1)[1].strip()
+                        for line in data.split(b"\r\n")
+                        if line.lower().startswith(b"cseq")
+                    ),
+                    b"1",
+                )
+                conn.sendall((self.answer or b"").replace(b"{cseq}", cseq))
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_a_camera_that_takes_the_connection_and_says_nothing_is_connecting_then_timeout(
+    toy_models: dict[str, Path],
+) -> None:
+    cam = _TcpCamera(None)
+    try:
+        p = Pipeline(toy_models["yolo"], [f"cam=rtsp://127.0.0.1:{cam.port}/x#open_timeout_ms=3000"])
+        p.start()
+        try:
+            first = p.stats().streams["cam"]
+            assert first.state is CameraState.CONNECTING, first  # opening: no frame yet
+            st = _wait_state(p, "cam", CameraState.RECONNECTING, 30)
+        finally:
+            p.abort()
+            p.close()
+    finally:
+        cam.close()
+    assert st.reason is HealthReason.TIMEOUT and "does not answer RTSP" in (st.last_error or ""), st
+
+
+def test_a_camera_that_answers_an_rtsp_error_reads_unreachable(toy_models: dict[str, Path]) -> None:
+    cam = _TcpCamera(b"RTSP/1.0 503 Service Unavailable\r\nCSeq: {cseq}\r\n\r\n")
+    try:
+        st = _health_of(toy_models["yolo"], f"rtsp://127.0.0.1:{cam.port}/x", CameraState.RECONNECTING)
+    finally:
+        cam.close()
+    assert st.reason is HealthReason.UNREACHABLE and "RTSP 503" in (st.last_error or ""), st
+
+
+def test_a_file_ends_and_a_file_that_is_no_video_fails(toy_models: dict[str, Path], clip: Path, tmp_path: Path) -> None:
+    p = Pipeline(toy_models["yolo"], [f"clip={clip}"], max_frames=5)
+    p.run()
+    st = p.stats().streams["clip"]
+    assert st.state is CameraState.ENDED and st.reason is None, st  # stopped at max_frames: no reason
+    whole = Pipeline(toy_models["yolo"], [f"clip={clip}"])
+    whole.run()
+    assert whole.stats().streams["clip"].state is CameraState.ENDED
+    assert whole.stats().streams["clip"].reason is HealthReason.END_OF_STREAM
+    bad = tmp_path / "not-a-video.mp4"
+    bad.write_bytes(b"this is not a video" * 100)
+    q = Pipeline(toy_models["yolo"], [f"bad={bad}"])
+    with pytest.raises(PipelineError):
+        q.run()
+    st = q.stats().streams["bad"]
+    assert st.state is CameraState.FAILED and st.reason is HealthReason.DECODE_ERROR, st

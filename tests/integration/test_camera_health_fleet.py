@@ -6,6 +6,7 @@ a rollout's health gate would pass it"."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -63,8 +64,10 @@ def test_dead_camera_reads_down_and_a_camera_lost_in_the_window_fails_the_gate(
             text=True,
             timeout=60,
             check=True,
+            env={**os.environ, "COLUMNS": "250"},  # one line per row
         ).stdout
         assert "down" in shown and "refused" in shown and PASSWORD not in shown, shown
+        assert "healthy" in shown and "1 of 1 camera(s) not streaming" in shown, shown  # not "healthy yes"
 
         # the camera gate: h2's dead camera fails it at once (its swap goes through, its window does not)
         fleet.client.push(packages["2.0.0"], key=keys["a"])

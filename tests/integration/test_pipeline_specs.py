@@ -18,7 +18,7 @@ import pytest
 from tests.integration import test_control_plane as cp
 from tests.integration.test_control_plane import EDGEFLEET, Fleet, free_port, wait_for
 
-keys, packages, fleet_factory = cp.keys, cp.packages, cp.fleet_factory  # the fixtures, shared
+keys, packages, fleet_factory, db_url = cp.keys, cp.packages, cp.fleet_factory, cp.db_url  # shared fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -74,10 +74,12 @@ def _rows(fleet: Fleet, device_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.usefixtures("keys")
-def test_spec_rollouts_live_changes_and_gate_rollback(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_spec_rollouts_live_changes_and_gate_rollback(
+    tmp_path: Path, request: pytest.FixtureRequest, db_url: str
+) -> None:
     make: Callable[[str], Fleet] = request.getfixturevalue("fleet_factory")
     pkgs: dict[str, Path] = request.getfixturevalue("packages")
-    fleet = make(f"sqlite:///{tmp_path}/controller.db")
+    fleet = make(db_url)  # SQLite, then PostgreSQL
     fleet.start_controller()
     for d in DEVICES:
         fleet.start_agent(d, SITE, pkgs["1.0.0"])

@@ -9,6 +9,7 @@ it. Both /metrics pass ``promtool check metrics`` (the agent's used to fail; the
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ import yaml
 
 from tests.integration.rtsp_server import free_port as free_rtsp_port
 from tests.integration.telemetry_broker import Mosquitto
-from tests.integration.test_control_plane import Fleet, free_port, keys, packages, wait_for
+from tests.integration.test_control_plane import EDGEFLEET, Fleet, free_port, keys, packages, wait_for
 from tests.integration.test_telemetry_wiring import broker
 from tests.support.promtool import PROMTOOL, SKIP_REASON, check_metrics
 
@@ -132,6 +133,18 @@ def test_real_prometheus_scrapes_agent_and_controller_and_evaluates_every_alert(
         )
         fleet.wait_online("p1")
         wait_for("p1 degraded", lambda: fleet.device("p1").health_state == "degraded", 40)
+        # the same camera states through MQTT: the newest telemetry message, in `devices show`
+        tel = wait_for("telemetry cameras", lambda: {c.stream_id: c for c in fleet.device("p1").telemetry.cameras}, 40)
+        assert (tel["door"].state, tel["door"].reason, tel["yard"].state) == ("reconnecting", "refused", "streaming")
+        shown = subprocess.run(
+            [EDGEFLEET, "devices", "show", "p1", "--controller", fleet.address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "COLUMNS": "250"},
+        ).stdout
+        assert "cameras (telemetry)" in shown and "door reconnecting (refused)" in shown, shown
         targets = {"agent": f"127.0.0.1:{agent_metrics}", "controller": f"127.0.0.1:{controller_metrics}"}
         prom = Prometheus(tmp_path, targets)
         wait_for("both targets scraped", lambda: len(prom.query("up == 1")) == 2, 30)

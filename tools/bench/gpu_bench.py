@@ -22,12 +22,14 @@ Options: --host-frames upload (frames uploaded whole instead of read in place), 
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
 CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run), --analytics none,track
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
-line, in normalised coordinates, to the pipeline; with it the pipeline suite also runs NanoDet at 64 streams).
+line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
+decoding thread, ``analytics_thread=False``; with either the pipeline suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
 
     python tools/bench/gpu_bench.py --models DIR --clip CLIP.mp4 --out h200-analytics.json \
-        --suite pipeline,density --only nanodet-fp32 --streams 64 --density-streams 64 --analytics none,track
+        --suite pipeline,density --only nanodet-fp32 --streams 64 --density-streams 64 \
+        --analytics none,track,track-inline
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ ANALYTICS: dict[str, list[dict[str, Any]]] = {
         },
     ],
 }
+ANALYTICS["track-inline"] = ANALYTICS["track"]  # the same stages on the decoding thread (analytics_thread=False)
 
 
 def _env() -> dict[str, Any]:
@@ -389,6 +392,7 @@ def _pipeline(
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
         analytics=ANALYTICS[analytics],
+        analytics_thread=not analytics.endswith("-inline"),
     )
     with EngineSampler() as engines:
         p.start()
@@ -531,7 +535,9 @@ def main(argv: list[str]) -> None:
         help="CPU-decoded frames on a discrete GPU: read in place by the kernel (default) or uploaded whole",
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
-    ap.add_argument("--analytics", default="none", help="comma list of none, track: cells run once per setting")
+    ap.add_argument(
+        "--analytics", default="none", help="comma list of none, track, track-inline: cells run once per setting"
+    )
     ap.add_argument(
         "--switch-interval",
         type=float,

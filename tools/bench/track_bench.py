@@ -3,6 +3,8 @@
 
     .venv/bin/python tools/bench/track_bench.py --out bench/results/track-cpu.json
     .venv/bin/python tools/bench/track_bench.py --compare-python /path/to/venv/bin/python   # + `trackers`
+    .venv/bin/python tools/bench/track_bench.py --objects 50 --seeds 1 --pipeline --replay 32 \
+        --baseline-tree /tmp/main-checkout --out bench/results/track-cpu-analytics-thread.json
 
 Parts (all in one run):
   cost       ByteTrack (``track``) and ByteTrack + zones and lines (``zones``: 2 zones, 2 lines) per frame
@@ -13,8 +15,16 @@ Parts (all in one run):
              arrays (no Result conversion). Goal: <= 1 ms per frame at 50 objects.
   accuracy   MOTA / IDF1 / ID switches on the scripted crossing scene at moderate and heavy noise, seeds
              0-4 (motmetrics), and the line counts of the scripted line scene (exact expected).
-  pipeline   (--pipeline) the real pipeline (NanoDet-m on the committed clip, N streams, CPU) with and
-             without ``analytics: [track, zones]``, measured side by side in this run: fps of each.
+  pipeline   (--pipeline) the real pipeline (NanoDet-m on the committed clip, N streams, CPU) without
+             analytics, with ``analytics: [track, zones]`` on their own thread (the default), and with them
+             on the decoding thread (``analytics_thread=False``), interleaved in this run: fps and CPU
+             time per frame of each.
+  replay     (--replay S) the 64-stream H200 workload on this CPU: NanoDet-m's real detections of the
+             committed clip (decoded once), S streams per batch (the same clip on every stream, as
+             gpu_bench runs it), through ``track`` and ``zones`` (gpu_bench's zone and line): CPU ms per
+             batch. With --baseline-tree DIR the same in DIR's code (another checkout, e.g. main before a
+             change), interleaved, in a child interpreter per round. Also what handing the work to a
+             worker process would cost: a batch pickled and unpickled, and its results back.
   real       (--real) NanoDet-m 1.0.0 (416 px, 80 classes) hot-swapped to 2.0.0 (320 px, 6 classes) on the
              committed clip, one stream, the swap asked for after 100, 130, ... 250 frames: person track
              count, mean track length, and at each cut-over the ids kept, restarted and switched against
@@ -332,15 +342,17 @@ def pipeline(streams: int, frames: int, repeats: int) -> dict[str, Any]:
             "zones": [{"name": "road", "points": [[0, 190], [768, 190], [768, 330], [0, 300]]}],
         },
     ]
-    runs: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
-    for _ in range(repeats):  # interleaved, so a change in the machine's load hits both alike
-        for name in ("without", "with"):
+    variants = {"without": ([], True), "with": (analytics, True), "with_inline": (analytics, False)}
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in variants}
+    for _ in range(repeats):  # interleaved, so a change in the machine's load hits every variant alike
+        for name, (stages, beside) in variants.items():
             p = Pipeline(
                 ROOT / "models" / "nanodet-m",
                 sources,
                 max_batch=streams,
                 max_frames=frames,
-                analytics=analytics if name == "with" else [],
+                analytics=stages,
+                analytics_thread=beside,
             )
             c0 = time.process_time()
             stats = p.run()
@@ -357,17 +369,118 @@ def pipeline(streams: int, frames: int, repeats: int) -> dict[str, Any]:
             )
             print(f"pipeline {name}: {runs[name][-1]}", file=sys.stderr)
     med = {k: {f: float(np.median([r[f] for r in v])) for f in v[0]} for k, v in runs.items()}
+    base = med["without"]
     return {
         "streams": streams,
         "frames_per_stream": frames,
         "runs": runs,
         "median": med,
-        "fps_slower_pct": round((1 - med["with"]["fps"] / med["without"]["fps"]) * 100, 2),
-        "cpu_per_frame_more_pct": round(
-            (med["with"]["cpu_ms_per_frame"] / med["without"]["cpu_ms_per_frame"] - 1) * 100, 2
+        "fps_slower_pct": round((1 - med["with"]["fps"] / base["fps"]) * 100, 2),
+        "cpu_per_frame_more_pct": round((med["with"]["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] - 1) * 100, 2),
+        "inline_fps_slower_pct": round((1 - med["with_inline"]["fps"] / base["fps"]) * 100, 2),
+        "inline_cpu_per_frame_more_pct": round(
+            (med["with_inline"]["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] - 1) * 100, 2
         ),
         "goal": "<= 5 % slower",
     }
+
+
+# --- the H200's 64-stream analytics workload, replayed on this CPU ---------------------------------------
+GPU_BENCH_ZONES = {  # tools/bench/gpu_bench.py's ANALYTICS["track"] zones stage
+    "zones": [{"name": "left", "points": [[0, 0], [0.5, 0], [0.5, 1], [0, 1]], "normalized": True}],
+    "lines": [{"name": "middle", "points": [[0.5, 0], [0.5, 1]], "normalized": True}],
+}
+_REPLAY = textwrap.dedent(
+    """
+    import dataclasses, json, pickle, sys, time
+    sys.path[:0] = [sys.argv[1] + "/sdk/src"]
+    from edgefleet.sdk._analytics._regions import ZonesConfig, ZonesStage
+    from edgefleet.sdk._analytics._track import TrackConfig, TrackStage
+    job = json.loads(sys.argv[2])
+    clip = pickle.load(open(job["clip"], "rb"))  # (stream-less) results of one stream, in order
+    streams = job["streams"]
+    batches = [[dataclasses.replace(r, stream_id=f"s{i}") for i in range(streams)] for r in clip]
+    track, zones = TrackStage(TrackConfig()), ZonesStage(ZonesConfig.model_validate(job["zones"]))
+    c_track = c_zones = 0.0
+    events = 0
+    for batch in batches:
+        c0 = time.thread_time()
+        out = track.process(batch)
+        c1 = time.thread_time()
+        out = zones.process(out)
+        c2 = time.thread_time()
+        c_track += c1 - c0
+        c_zones += c2 - c1
+        events += sum(len(r.events) for r in out)
+    n = len(batches)
+    # what a worker process would add: a batch pickled there and its analysed results pickled back
+    import pickle
+    mid = batches[len(batches) // 2]
+    done = zones.process(track.process(mid))
+    c0 = time.thread_time()
+    for _ in range(50):
+        pickle.loads(pickle.dumps(mid, protocol=5))
+        pickle.loads(pickle.dumps(done, protocol=5))
+    pickled = (time.thread_time() - c0) / 50 * 1000
+    print(json.dumps({"track_ms_per_batch": c_track / n * 1000, "zones_ms_per_batch": c_zones / n * 1000,
+                      "pickle_round_trip_ms_per_batch": pickled,
+                      "batches": n, "tracks_started": track.tracker.started, "events": events}))
+    """
+)
+
+
+def replay(streams: int, baseline: Path | None, rounds: int = 3) -> dict[str, Any]:
+    """Track + zones cost per batch of ``streams`` frames of the real detector's output, in this tree's
+    code and (optionally) a baseline tree's, rounds interleaved, each in a fresh interpreter."""
+    import pickle
+
+    from edgefleet.sdk import Pipeline
+
+    clip = ROOT / "models" / "media" / "vtest-300.mp4"
+    with Pipeline(ROOT / "models" / "nanodet-m", [f"cam={clip}"], max_batch=4) as p:
+        results = list(p.results())
+    trees = {"this": ROOT, **({"baseline": baseline.resolve()} if baseline else {})}
+    per: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "clip.pkl"
+        path.write_bytes(pickle.dumps(results))
+        job = json.dumps({"clip": str(path), "streams": streams, "zones": GPU_BENCH_ZONES})
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                run = subprocess.run(
+                    [sys.executable, "-c", _REPLAY, str(tree), job],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                if run.returncode:
+                    raise RuntimeError(f"replay in {tree} failed: {run.stderr[-2000:]}")
+                per[name].append(json.loads(run.stdout))
+                print(f"replay {name}: {per[name][-1]}", file=sys.stderr)
+    out: dict[str, Any] = {
+        "streams_per_batch": streams,
+        "frames_per_stream": len(results),
+        "detections_per_frame": round(sum(len(r.detections) for r in results) / len(results), 2),
+        "zones": GPU_BENCH_ZONES,
+    }
+    for name, tree in trees.items():
+        rows = per[name]
+        keys = ("track_ms_per_batch", "zones_ms_per_batch", "pickle_round_trip_ms_per_batch")
+        med = {k: round(float(np.median([r[k] for r in rows])), 4) for k in keys}
+        med["total_ms_per_batch"] = round(med["track_ms_per_batch"] + med["zones_ms_per_batch"], 4)
+        out[name] = {
+            "tree": str(tree),
+            "median": med,
+            "tracks_started": rows[0]["tracks_started"],
+            "events": rows[0]["events"],
+            "rounds": rows,
+        }
+    if baseline:
+        out["baseline_over_this"] = round(
+            out["baseline"]["median"]["total_ms_per_batch"] / out["this"]["median"]["total_ms_per_batch"], 2
+        )
+    return out
 
 
 def main() -> None:
@@ -380,6 +493,8 @@ def main() -> None:
     ap.add_argument("--pipeline-streams", type=int, default=8)
     ap.add_argument("--pipeline-frames", type=int, default=100)
     ap.add_argument("--pipeline-repeats", type=int, default=5)
+    ap.add_argument("--replay", type=int, metavar="S", help="also the real detections, S streams per batch")
+    ap.add_argument("--baseline-tree", type=Path, help="with --replay: the same in another checkout's code")
     ap.add_argument("--compare-python", help="an interpreter with the `trackers` package installed")
     ap.add_argument("--real", action="store_true", help="also the real detector across hot swaps")
     ap.add_argument("--compare-solver", action="store_true", help="also scipy's solver in place of lap's")
@@ -401,6 +516,8 @@ def main() -> None:
         result["solver_lap_vs_scipy_ms_per_frame"] = solver_cost(counts, args.frames)
     if args.real:
         result["real_clip"] = real([100, 130, 160, 190, 220, 250])
+    if args.replay:
+        result["replay"] = replay(args.replay, args.baseline_tree)
     if args.pipeline:
         result["pipeline"] = pipeline(args.pipeline_streams, args.pipeline_frames, args.pipeline_repeats)
     emit(result, args.out)

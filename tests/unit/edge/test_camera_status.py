@@ -44,3 +44,37 @@ def test_status_cameras_are_redacted_and_feed_the_derived_device_health() -> Non
     assert camera_gate(both, {"camera_grace_s": 60.0}, 10.0) == ""
     a_file = {"stream_id": "f", "state": "ended", "live": False, "state_seconds": 100.0}
     assert device_health([{"cameras": [a_file]}], online=True, reported=True, grace_s=1)[0] == "ok"
+
+
+def test_an_agent_without_status_cameras_is_judged_on_its_mqtt_telemetry() -> None:
+    from edgefleet.cloud._camera_health import telemetry_cameras
+    from edgefleet.cloud._convert import device_pb
+    from edgefleet.cloud._telemetry import DeviceState
+
+    message = {
+        "pipelines": [
+            {
+                "streams": [
+                    {
+                        "streamId": "door",
+                        "live": True,
+                        "state": "reconnecting",
+                        "stateReason": "dns",
+                        "stateSeconds": 30.0,
+                        "lastError": "rtsp://u:***@cam/1: the name does not resolve",
+                    }
+                ]
+            },
+            {"streams": [{"streamId": "old", "live": True}]},  # schema 1: no state, left out
+        ]
+    }
+    cameras = telemetry_cameras(message)
+    assert [c["stream_id"] for c in cameras] == ["door"]
+    row = {
+        "device_id": "d1", "labels": {}, "capabilities": {}, "first_seen": 0.0, "last_seen": 0.0,
+        "pipelines": [{"name": "cam", "model_ref": "m:1"}], "desired": [], "health": {}, "last_event": "",
+        "health_at": 1.0,
+    }  # fmt: skip
+    tel = DeviceState("d1", "f", True, 1.0, 0.0, 0.0, [], "0.1.0")
+    d = device_pb(row, online=False, telemetry=tel, camera_grace_s=10.0, telemetry_cameras=cameras)
+    assert (d.health_state, d.telemetry.cameras[0].reason) == ("down", "dns"), d

@@ -49,27 +49,36 @@ def test_bad_manifest_is_one_clear_line(tmp_path: Path) -> None:
     assert "manifest.yaml" in res.stderr and "version" in res.stderr
 
 
-def test_unreachable_camera_retries_with_the_password_redacted(toy_models: dict[str, Path]) -> None:
+def test_unreachable_camera_retries_with_the_password_redacted(toy_models: dict[str, Path], tmp_path: Path) -> None:
     import signal
     import time
 
-    proc = subprocess.Popen(
-        [
-            EDGEFLEET,
-            "run",
-            "--model",
-            str(toy_models["yolo"]),
-            "--source",
-            "rtsp://admin:hunter2@127.0.0.1:1/x",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(4)  # a live camera that is down is retried with backoff, not abandoned
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err_file:
+        proc = subprocess.Popen(
+            [
+                EDGEFLEET,
+                "run",
+                "--model",
+                str(toy_models["yolo"]),
+                "--source",
+                "rtsp://admin:hunter2@127.0.0.1:1/x",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
+        )
+    # a live camera that is down is retried with backoff, not abandoned: wait for the first retry (the
+    # model loads first, slowly on a loaded machine; a Ctrl-C before the run started is a plain 130)
+    deadline = time.monotonic() + 60
+    while "retrying" not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.2)
+    time.sleep(2)
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)  # Ctrl-C: clean shutdown
-    out, err = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=30)
+    err = log.read_text()
     # a camera that never delivered is not a run that is "done" (it used to exit 0)
     assert proc.returncode == 1, err
     assert "error: stopped before any source delivered a frame: s0 reconnecting (refused)" in err

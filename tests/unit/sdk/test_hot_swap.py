@@ -304,3 +304,22 @@ def test_decoder_failing_after_cutover_rolls_back_and_reruns_the_batch(
     _check_invariants(per_stream, 120)
     versions = Counter(r.model_version for results in per_stream.values() for r in results)
     assert versions["2.0.0"] > 0 and versions["1.0.0"] > 0
+
+
+def test_batches_still_bound_to_a_rolled_back_decoder_are_rerun_not_fatal(
+    toy_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """The new version's decoder fails and takes its time about it: the batches inferred on that version
+    meanwhile reach the decoder after the rollback. They are re-run on the version serving then, like
+    the one that failed (they used to fail the whole pipeline: the version was no longer watched)."""
+    from tests.support.flaky import flaky_package
+
+    flaky = flaky_package(toy_models["yolo_v2"], tmp_path / "flaky", slow=True)
+    reports: list[SwapReport] = []
+    with Pipeline(toy_models["yolo"], STREAMS, max_batch=4, infer_workers=1) as p:
+        t = _swap_later(p, flaky, 0.6, reports, health_window_s=30.0)
+        per_stream = _collect(p)
+        t.join()
+    assert reports[0].ok, reports[0].error
+    assert [e.stage for e in p.swap_history].count("rollback") == 1
+    _check_invariants(per_stream, 120)

@@ -6,6 +6,7 @@ thread count and RSS where they were; a failed new camera disturbs nothing."""
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import json
 import socket
@@ -46,6 +47,12 @@ class Recorder:
             self.removed.add(stream_id)
 
 
+def _kept() -> dict[str, int]:
+    gc.collect()
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    return {k: counts[k] for k in ("SourceRunner", "FramePool", "FrameQueue", "StreamMetrics", "SyntheticSource")}
+
+
 def _gaps(seqs: list[int]) -> int:
     return sum(1 for a, b in itertools.pairwise(seqs) if b != a + 1)
 
@@ -63,6 +70,7 @@ def test_twenty_four_live_changes_keep_untouched_streams_gap_free(toy_models: di
     try:
         time.sleep(1.0)
         sources_before = sorted(t.name for t in threading.enumerate() if t.name.startswith("source-"))
+        kept_before = _kept()
         ops = 0
         rss: list[int] = []
         for cycle in range(4):
@@ -83,6 +91,7 @@ def test_twenty_four_live_changes_keep_untouched_streams_gap_free(toy_models: di
             time.sleep(0.2)
             rss.append(proc.memory_info().rss)
         sources_after = sorted(t.name for t in threading.enumerate() if t.name.startswith("source-"))
+        assert _kept() == kept_before, (_kept(), kept_before)  # no runner, frame pool or stream record leaks
         assert p.sink_names == ["callback"]
         assert p.analytics_names == ["track", "zones"]
     finally:

@@ -278,3 +278,17 @@ def test_a_closed_pipeline_says_so_instead_of_returning_nothing(toy_models: dict
         p.run()
     with pytest.raises(PipelineError, match="closed"):
         list(p.results())
+
+
+def test_results_timeout_is_the_longest_wait_for_one_result_not_for_all(toy_models: dict[str, Path]) -> None:
+    """A camera at 10 fps: a result every ~0.1 s, 15 in all (1.5 s), each well within the 0.8 s asked
+    for. (The timeout used to be spent by every empty poll of the whole run: a long, healthy run under
+    load ran out of it.) A stream that stops delivering still times out."""
+    with Pipeline(toy_models["yolo"], ["synthetic:?width=64&height=48&fps=10&frames=15"]) as p:
+        got = list(p.results(timeout=0.8))
+    assert len(got) == 15
+    with Pipeline(toy_models["yolo"], ["synthetic:?width=64&height=48&fps=0.5&frames=3"]) as p:
+        results = p.results(timeout=0.5)
+        next(results)  # the first frame comes at once
+        with pytest.raises(TimeoutError, match=r"no result within 0.5 s"):
+            next(results)

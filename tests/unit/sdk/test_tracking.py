@@ -419,3 +419,22 @@ def test_a_swap_to_another_input_size_with_the_same_labels_keeps_every_id(
         ids = [{(d.label, d.track_id) for d in r.detections if d.track_id} for r in rs[2:]]
         assert all(x == ids[0] for x in ids) and ids[0], ids[0]  # the same ids before and after the cut
         assert not rs[cut].ended_tracks
+
+
+def test_contested_groups_solved_in_one_call_equal_one_call_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many streams of a crowded scene: every group with competing pairs in one solver call (the matrix
+    blocks priced apart) gives the matches a call per group gives."""
+    from edgefleet.sdk._analytics import _assign
+
+    rng = np.random.default_rng(11)
+    tb = np.concatenate([_boxes(rng, 8) for _ in range(40)])  # 40 streams of 8 tracks, crowded
+    tg = np.repeat(np.arange(40), 8)
+    db = tb + rng.normal(0, 8, tb.shape)
+    dg = tg.copy()
+    scores = rng.uniform(0.5, 1.0, len(db))
+    once = _match_sparse(tb, tg, db, dg, 0.8, scores)
+    monkeypatch.setattr(_assign, "_SOLVE_ONCE_MAX", 0)
+    per_group = _match_sparse(tb, tg, db, dg, 0.8, scores)
+    pairs = sorted(zip(once[0].tolist(), once[1].tolist(), strict=True))
+    assert pairs == sorted(zip(per_group[0].tolist(), per_group[1].tolist(), strict=True))
+    assert len(pairs) > 200

@@ -4,6 +4,8 @@ checks."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -182,3 +184,49 @@ def test_zones_without_a_track_stage_say_so_once(caplog: pytest.LogCaptureFixtur
             stage.process([_at("a", seq, plain)])
     warned = [r.getMessage() for r in caplog.records if "put a {type: track} stage before zones" in r.getMessage()]
     assert len(warned) == 1
+
+
+def test_a_batch_of_many_streams_equals_each_stream_alone() -> None:
+    """The engine takes a batch at once (geometry for every object of it, then the bookkeeping frame by
+    frame): several streams, two frames of each per batch, must give every frame the events and counts
+    it gets when each stream runs alone, one frame at a time."""
+    cfg = ZonesConfig(
+        zones=(
+            Zone(name="z", points=((0.1, 0.2), (0.6, 0.2), (0.6, 0.9), (0.1, 0.9)), normalized=True, dwell_s=3.0),
+            Zone(name="slow", points=SQUARE, min_frames=2, classes=("person",)),
+            Zone(name="only-b", points=SQUARE, streams=("b",)),
+        ),
+        lines=(
+            Line(name="l", points=((400, 0), (400, 800))),
+            Line(name="cars", points=((0, 350), (1000, 350)), classes=("car",)),
+        ),
+        window_s=5.0,
+    )
+    rng = np.random.default_rng(3)
+    streams = ("a", "b", "c")
+    walk = {s: rng.uniform([0, 0, -40, -40], [1000, 800, 40, 40], (6, 4)) for s in streams}
+    frames: dict[str, list[Result]] = {s: [] for s in streams}
+    for seq in range(40):
+        for s in streams:
+            w = walk[s]
+            w[:, :2] = (w[:, :2] + w[:, 2:]) % [1000, 800]
+            dets = tuple(
+                _det(float(x), float(y), i + 1, "car" if i % 3 == 0 else "person")
+                for i, (x, y) in enumerate(w[:, :2])
+                if rng.random() > 0.1
+            )
+            ended = (
+                (EndedTrack(9, "person", 0, "lost", 0, seq, 0.0, 0.0, 3, (0.0, 0.0, 1.0, 1.0)),) if seq == 20 else ()
+            )
+            r = _at(s, seq, *dets, ended=ended)
+            frames[s].append(r if s != "c" else dataclasses.replace(r, frame_width=2000))  # its zone "z" is wider
+    together = ZonesStage(cfg)
+    alone = {s: ZonesStage(cfg) for s in streams}
+    n_events = 0
+    for seq in range(0, 40, 2):
+        batch = [frames[s][q] for q in (seq, seq + 1) for s in streams]
+        for r in together.process(batch):
+            (ref,) = alone[r.stream_id].process([frames[r.stream_id][r.sequence]])
+            assert (r.events, r.regions) == (ref.events, ref.regions)
+            n_events += len(r.events)
+    assert n_events > 50  # the walkers did enter, leave, dwell and cross

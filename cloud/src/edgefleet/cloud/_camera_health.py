@@ -16,6 +16,7 @@ __all__ = [
     "HEALTH_STATES",
     "camera_gate",
     "camera_params",
+    "telemetry_cameras",
     "device_health",
     "not_streaming",
 ]
@@ -63,6 +64,27 @@ def device_health(
     if bad:
         return "degraded", "; ".join(bad)
     return "ok", ""
+
+
+def telemetry_cameras(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``CameraHealth`` dicts from a stored telemetry message (protobuf JSON mapping, schema 2: each
+    stream's ``state``, ``stateReason``, ``stateSeconds``); empty for a schema-1 message."""
+    out = []
+    for p in message.get("pipelines") or ():
+        for s in p.get("streams") or ():
+            if "state" not in s:
+                continue
+            out.append(
+                {
+                    "stream_id": s.get("streamId", ""),
+                    "state": s.get("state", ""),
+                    "reason": s.get("stateReason", ""),
+                    "state_seconds": float(s.get("stateSeconds", 0.0)),
+                    "live": bool(s.get("live", False)),
+                    "detail": s.get("lastError", ""),
+                }
+            )
+    return out
 
 
 def camera_params(cameras_may_be_down: bool, camera_grace_s: float) -> dict[str, Any]:

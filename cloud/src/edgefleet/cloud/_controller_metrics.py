@@ -8,6 +8,7 @@ device only the lag gauges, one series per device)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import platform
 import time
@@ -71,6 +72,8 @@ def _code(context: Any, failed: BaseException | None) -> str:
     except Exception:
         code = None
     if code is None:
+        if isinstance(failed, asyncio.CancelledError):
+            return "CANCELLED"  # the client went away (an agent's stream at its restart)
         return "UNKNOWN" if failed is not None and not isinstance(failed, StopAsyncIteration) else "OK"
     return str(getattr(code, "name", code))
 

@@ -40,13 +40,21 @@ def pipelines_pb(rows: list[Row]) -> list[common_pb2.PipelineStatus]:
 
 
 def device_pb(
-    r: Row, *, online: bool, telemetry: Any = None, camera_grace_s: float = DEFAULT_CAMERA_GRACE_S
+    r: Row,
+    *,
+    online: bool,
+    telemetry: Any = None,
+    camera_grace_s: float = DEFAULT_CAMERA_GRACE_S,
+    telemetry_cameras: list[dict[str, Any]] | None = None,
 ) -> fleet_pb2.Device:
     """``telemetry``: the device's ``DeviceState`` from the telemetry store, or None. The health state is
-    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`)."""
-    state, detail = device_health(
-        r["pipelines"], online=online, reported=r.get("health_at", 0.0) > 0, grace_s=camera_grace_s
-    )
+    derived from the cameras of its pipelines (:func:`~._camera_health.device_health`); from those of its
+    newest MQTT telemetry (``telemetry_cameras``) when its status reports carry none (an older agent)."""
+    pipes, reported = r["pipelines"], r.get("health_at", 0.0) > 0
+    if telemetry_cameras and not any(p.get("cameras") for p in pipes):
+        pipes, reported = [{"cameras": telemetry_cameras}], True
+        online = online or bool(telemetry is not None and telemetry.online)
+    state, detail = device_health(pipes, online=online, reported=reported, grace_s=camera_grace_s)
     msg = fleet_pb2.Device(
         device_id=r["device_id"],
         labels=r["labels"],
@@ -87,6 +95,7 @@ def device_pb(
                 agent_version=t.agent_version,
                 rejected=t.rejected,
                 acknowledged_seq=t.acked_seq,
+                cameras=[ParseDict(c, common_pb2.CameraHealth()) for c in telemetry_cameras or ()],
             )
         )
     return msg

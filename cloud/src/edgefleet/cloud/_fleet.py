@@ -9,6 +9,7 @@ import logging
 import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -18,7 +19,7 @@ from edgefleet.proto.v1 import fleet_pb2, fleet_pb2_grpc
 
 from ._agents import AgentHub
 from ._artifact_store import ArtifactStore
-from ._camera_health import camera_params
+from ._camera_health import camera_params, telemetry_cameras
 from ._convert import device_pb, model_pb, rollout_pb
 from ._errors import (
     CloudError,
@@ -126,7 +127,27 @@ class FleetServicer(fleet_pb2_grpc.FleetServiceServicer):
         msg.sealing_key = await self.specs_rpc.device_key(r["device_id"])
         return msg
         grace = self.settings.camera_grace_s
-        return device_pb(r, online=self._online(r), telemetry=tel.get(r["device_id"]), camera_grace_s=grace)
+        cameras = await self._telemetry_cameras(r["device_id"]) if r["device_id"] in tel else []
+        return device_pb(
+            r,
+            online=self._online(r),
+            telemetry=tel.get(r["device_id"]),
+            camera_grace_s=grace,
+            telemetry_cameras=cameras,
+        )
+
+    async def _telemetry_cameras(self, device_id: str) -> list[dict[str, Any]]:
+        """The cameras of the device's newest telemetry message of the last 10 minutes (MQTT)."""
+        if self.telemetry is None:
+            return []
+        try:
+            rows = await asyncio.to_thread(
+                self.telemetry.recent, device_id, timedelta(minutes=10), kind="telemetry", limit=1
+            )
+        except (TelemetryIngestError, SQLAlchemyError) as exc:
+            _log.warning("telemetry not readable for %s: %s", device_id, exc)
+            return []
+        return telemetry_cameras(rows[-1]["message"]) if rows else []
 
     async def PushModel(
         self,

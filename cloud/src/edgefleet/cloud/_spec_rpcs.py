@@ -59,6 +59,9 @@ class SpecRPCs:
     async def put_secret(self, request: fleet_pb2.PutSecretRequest) -> fleet_pb2.SecretInfo:
         row = await self.store.call(self.specs.put_secret, request.device_id, request.name, bytes(request.sealed))
         _log.info("sealed secret %s stored for %s (%s)", request.name, request.device_id, row["sha256"][:12])
+        resent = await self.store.call(self.specs.resend_for_secret, request.device_id, request.name)
+        if resent:
+            _log.info("%s: spec command(s) %s sent again with the new secret", request.device_id, ", ".join(resent))
         return fleet_pb2.SecretInfo(
             device_id=row["device_id"], name=row["name"], sha256=row["sha256"], updated_at=row["updated_at"]
         )

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from typing import Any
 
 import sqlalchemy as sa
 
 from edgefleet.sdk import ConfigError
-from edgefleet.sdk.kit import NAME_RE, PipelineSpec, load_pipeline_spec
+from edgefleet.sdk.kit import NAME_RE, PipelineSpec, load_pipeline_spec, secret_refs
 
-from ._db import device_keys, pipeline_specs, sealed_secrets
+from ._db import desired, device_keys, pipeline_specs, rollout_devices, sealed_secrets
 from ._errors import ConflictError, InvalidArgumentError, NotFoundError
 from ._fleet_store import Row, Store
 
@@ -161,6 +162,47 @@ class SpecStore:
             q = q.where(t.c.device_id == device_id)
         with self.engine.connect() as c:
             return [dict(r) for r in c.execute(q).mappings()]
+
+    def resend_for_secret(self, device_id: str, name: str) -> list[str]:
+        """A secret of ``device_id`` changed: every pipeline spec the device was told to run that uses it
+        is sent again (a new command id, the same spec), so the device gets the new sealed value and
+        replaces the cameras that use it live. Returns the new command ids."""
+        out: list[str] = []
+        now = self.store.clock()
+        with self.engine.begin() as c:
+            rows = c.execute(
+                sa.select(desired).where(
+                    desired.c.device_id == device_id,
+                    desired.c.model_name.like(SPEC_PREFIX + "%"),
+                    desired.c.state == "applied",
+                )
+            ).mappings()
+            for d in [dict(r) for r in rows]:
+                spec_name, version = parse_spec_ref(d["ref"])
+                doc = c.execute(
+                    sa.select(pipeline_specs.c.document).where(
+                        pipeline_specs.c.name == spec_name, pipeline_specs.c.version == version
+                    )
+                ).scalar()
+                if doc is None or name not in secret_refs(load_pipeline_spec(json.loads(doc))):
+                    continue
+                base = d["command_id"].split(".secret-")[0]
+                row = {k: d[k] for k in ("device_id", "model_name", "kind", "sha256", "ref", "rollout_id")}
+                row |= {"command_id": f"{base}.secret-{secrets.token_hex(3)}", "health_window_s": 0.0}
+                c.execute(sa.delete(desired).where(desired.c.command_id == d["command_id"]))
+                c.execute(sa.insert(desired).values(state="pending", message="", updated_at=now, done_at=0.0, **row))
+                if d["rollout_id"]:  # the rollout follows its member's newest command
+                    c.execute(
+                        sa.update(rollout_devices)
+                        .where(
+                            rollout_devices.c.rollout_id == d["rollout_id"],
+                            rollout_devices.c.device_id == device_id,
+                            rollout_devices.c.command_id == d["command_id"],
+                        )
+                        .values(command_id=row["command_id"], updated_at=now)
+                    )
+                out.append(row["command_id"])
+        return out
 
     def sealed_for(self, device_id: str, names: set[str]) -> dict[str, bytes]:
         """The sealed secrets of ``device_id`` among ``names``: never another device's."""

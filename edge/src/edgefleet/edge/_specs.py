@@ -143,18 +143,20 @@ class SpecRunner:
         """The package a spec's pipeline serving ``model_name`` starts on: what a running pipeline of that
         name serves, else its newest last-good, else the one agent.yaml names."""
         agent = self.agent
-        for host in agent.hosts.values():
+        hosts: dict[str, PipelineHost] = agent.hosts
+        for host in hosts.values():
             if host.model_name == model_name and host.package is not None:
-                return host.package  # type: ignore[no-any-return]
+                return host.package
         for entry in agent.state.serving.values():
             if entry.get("ref", "").split(":")[0] == model_name and entry.get("path"):
                 with contextlib.suppress(AgentError):
-                    return agent.store.load(Path(entry["path"]))  # type: ignore[no-any-return]
+                    held: ModelPackage = agent.store.load(Path(entry["path"]))
+                    return held
         for pc in agent.config.pipelines.values():
             with contextlib.suppress(AgentError):
-                pkg = agent.store.load(pc.model)
+                pkg: ModelPackage = agent.store.load(pc.model)
                 if pkg.name == model_name:
-                    return pkg  # type: ignore[no-any-return]
+                    return pkg
         raise ApplyError(f"this device holds no package of model {model_name} (deploy one first)")
 
     def startup(self) -> dict[str, PipelineConfig] | None:

@@ -77,6 +77,11 @@ class PipelineConfig(_Strict):
     analytics: tuple[Annotated[SerializeAsAny[AnalyticsConfig], ANALYTICS.validator], ...] = Field(
         (), description="Analytics stages between decoding and the sinks, applied in this order"
     )
+    analytics_thread: bool = Field(
+        True,
+        description="With analytics stages: run them and the sinks on a thread of their own, beside the "
+        "decoding (False: on the decoding thread, one after the other; docs/benchmarks.md measures both)",
+    )
     keep_raw: bool = Field(
         False,
         description="Attach the raw output tensors to each result (on a GPU this also turns off the GPU "

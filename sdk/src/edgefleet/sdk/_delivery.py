@@ -1,26 +1,36 @@
-"""The pipeline's result stage (its thread: ``edgefleet-post``): batches back in formation order →
-decode → :class:`Result` records → analytics stages → sinks and ``results()``.
+"""The pipeline's result stage: batches back in formation order → decode → :class:`Result` records →
+analytics stages → sinks and ``results()``.
 
-Decoding runs here, a whole batch at a time (decoding on several threads was measured on an H200 and
-did not help: the decoders' numpy work is bound by the GIL; docs/gpu.md). A model in its health window
-whose decoder fails is rolled back like one whose inference fails, and the batch is re-run on the version
+Decoding runs a whole batch at a time (decoding on several threads was measured on an H200 and did not
+help: the decoders' numpy work is bound by the GIL; docs/gpu.md). A model in its health window whose
+decoder fails is rolled back like one whose inference fails, and the batch is re-run on the version
 serving then. Analytics stages see each batch's results after that, and hear of every change of the
 serving version before its first result reaches them.
+
+Threads: without analytics stages one thread (``edgefleet-post``) does it all. With them (and
+``analytics_thread``, the default) decoding has its own thread (``edgefleet-decode``) and hands each
+batch's results on through a bounded queue (two batches; it waits when that is full) to
+``edgefleet-post``, the result thread, which runs the analytics stages and the sinks: the analytics of
+one batch overlap the decoding of the next, and the inference workers are never held up waiting for the
+result thread to decode. Order is kept: one thread each, a FIFO between them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._analytics import ModelChange
 from ._analytics._runner import AnalyticsRunner, ModelInfo
 from ._decoders import Decoded
+from ._errors import PipelineError
 from ._flow import END, Batch, Flow
 from ._metrics import CopyCounter, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot
@@ -39,8 +49,17 @@ def model_info(model: LoadedModel) -> ModelInfo:
     return (model.name, model.version, tuple(model.package.labels))
 
 
+@dataclass
+class _Decoded:
+    """A batch decoded into its results, on its way to the analytics stages and the sinks."""
+
+    batch: Batch
+    results: list[Result]
+    change: ModelChange | None  # the serving version changed just before this batch
+
+
 class ResultStage:
-    """Delivers every frame's result exactly once, in formation order (one thread)."""
+    """Delivers every frame's result exactly once, in formation order (one thread, or two: see the module)."""
 
     def __init__(
         self,
@@ -58,6 +77,7 @@ class ResultStage:
         stages: dict[str, StageMetrics],
         results: queue.Queue[Any] | None,
         keep_raw: bool,
+        analytics_thread: bool = True,
     ) -> None:
         self.flow, self.inbox, self.workers = flow, inbox, workers
         self.slot, self.copies, self.swapper = slot, copies, swapper
@@ -68,15 +88,25 @@ class ResultStage:
         self.labels: Counter[str] = Counter()
         self.quality = QualityMeter()  # per-version KPIs of what was delivered
         self.finished_at: float | None = None
-        self._serving = serving  # the version of the last batch delivered (the analytics opened on it)
-        #: held while a batch is delivered: live changes swap sinks and analytics stages between batches
+        self._serving = serving  # the version of the last batch decoded (the analytics opened on it)
+        # decode thread → result thread, when analytics stages run on a thread of their own
+        self.handoff: queue.Queue[Any] | None = queue.Queue(maxsize=2) if analytics and analytics_thread else None
+        #: held while a batch goes through the analytics and the sinks: live changes swap sinks and
+        #: analytics stages between batches (decoding does not need it)
         self.lock = threading.Lock()
 
-    def run(self) -> None:
+    @property
+    def threads(self) -> list[tuple[str, Any]]:
+        """(name, target) of the threads this stage runs."""
+        if self.handoff is None:
+            return [("post", self.run)]
+        return [("decode", self.run_decode), ("post", self.run)]
+
+    def _in_order(self) -> Generator[Batch, None, None]:
+        """The inbox's batches in formation order (what remains unordered at the end is discarded)."""
         pending: dict[int, Batch] = {}  # batches that finished before an earlier one
         next_index = 0
         ends = 0
-        failure: BaseException | None = None
         flow = self.flow
         try:
             while ends < self.workers:
@@ -90,17 +120,72 @@ class ResultStage:
                 while next_index in pending:
                     ready = pending.pop(next_index)
                     next_index += 1
+                    yield ready
+        finally:
+            for batch in pending.values():
+                batch.discard()
+
+    def run_decode(self) -> None:
+        """The decode thread (with an analytics thread): decode in order, hand on to the result thread."""
+        flow, handoff = self.flow, self.handoff
+        if handoff is None:
+            raise PipelineError("the decode thread runs only beside an analytics thread")
+        try:
+            with contextlib.closing(self._in_order()) as batches:
+                for ready in batches:
+                    try:
+                        item = self.prepare(ready)
+                    except BaseException:
+                        ready.discard()
+                        raise
+                    if item is None or not flow.put(handoff, item):
+                        ready.discard()
+                        if item is not None:
+                            return
+        finally:
+            flow.put(handoff, END)
+
+    def drain(self) -> None:
+        """Give back the batches left in the hand-off queue (after an abort)."""
+        while self.handoff is not None:
+            try:
+                item = self.handoff.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Decoded):
+                item.batch.discard()
+
+    def run(self) -> None:
+        """The result thread: decoded batches (its own decoding, or the decode thread's) → analytics →
+        sinks, in formation order; closes the analytics stages and the sinks at the end."""
+        failure: BaseException | None = None
+        flow = self.flow
+        try:
+            if self.handoff is None:
+                with contextlib.closing(self._in_order()) as batches:
+                    for ready in batches:
+                        try:
+                            item = self.prepare(ready)
+                            if item is not None:
+                                with self.lock:
+                                    self.finish(item)
+                        finally:
+                            ready.discard()
+            else:
+                while True:
+                    item = flow.get(self.handoff)
+                    if item is END:
+                        break
                     try:
                         with self.lock:
-                            self.deliver(ready)
+                            self.finish(item)
                     finally:
-                        ready.discard()
+                        item.batch.discard()
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            for batch in pending.values():
-                batch.discard()
+            self.drain()
             self.finished_at = time.monotonic()
             self._close(failure)
             if self.results is not None and not flow.abort.is_set():
@@ -125,20 +210,24 @@ class ResultStage:
         try:
             decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         except Exception as exc:
-            if not self.swapper.watching(batch.model):
+            if self.swapper.rejected(batch.model):
+                pass  # an earlier batch of it rolled it back already: this one, still bound to it, re-runs too
+            elif not self.swapper.watching(batch.model):
                 self.flow.fail("decode", exc)  # reported as the decode stage, with the decoder's error
                 return None
-            self.swapper.fail(batch.model, f"decoding failed: {exc}")
+            else:
+                self.swapper.fail(batch.model, f"decoding failed: {exc}")
             if not rerun(batch, self.slot, self.copies, self.flow.abort):
                 return None
             decoded = batch.model.decoder.decode(batch.outputs, batch.transforms)
         self.stages["postprocess"].record(time.perf_counter() - t0, len(batch.frames))
         return decoded
 
-    def deliver(self, batch: Batch) -> None:
+    def prepare(self, batch: Batch) -> _Decoded | None:
+        """Decode the batch into its results. None: the pipeline is aborting."""
         decoded = self.decode(batch)
         if decoded is None:
-            return
+            return None
         model = batch.model
         now = time.monotonic()
         results = [
@@ -158,12 +247,19 @@ class ResultStage:
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
+        return _Decoded(batch, results, self._announce(model))
+
+    def finish(self, item: _Decoded) -> None:
+        """The analytics stages, then the sinks and ``results()``, for one decoded batch."""
+        batch, results = item.batch, item.results
+        model = batch.model
         shadow = self.swapper.shadow
         if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
             shadow.observe(results)
         if self.analytics:
             t0 = time.perf_counter()
-            self._announce(model)
+            if item.change is not None:
+                self.analytics.change(item.change)
             results = self.analytics.process(results)
             self.stages["analytics"].record(time.perf_counter() - t0, len(batch.frames))
         self.quality.add(model.ref, results)
@@ -182,11 +278,11 @@ class ResultStage:
                 return
         self.stages["sinks"].record(time.perf_counter() - t1, len(batch.frames))
 
-    def _announce(self, model: LoadedModel) -> None:
-        """Tell the analytics stages when this batch's version is not the last one's: a cut-over, or a
-        rollback when the last one was rolled back."""
+    def _announce(self, model: LoadedModel) -> ModelChange | None:
+        """What the analytics stages must hear before this batch when its version is not the last one's:
+        a cut-over, or a rollback when the last one was rolled back."""
         last, self._serving = self._serving, model
         if last is model:
-            return
+            return None
         kind: Literal["cutover", "rollback"] = "rollback" if self.swapper.rejected(last) else "cutover"
-        self.analytics.change(ModelChange(kind, *model_info(last), *model_info(model)))
+        return ModelChange(kind, *model_info(last), *model_info(model))

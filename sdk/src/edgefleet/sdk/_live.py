@@ -111,9 +111,10 @@ class LiveChanges:
         return spec
 
     def _runner_for(self, stream_id: str) -> SourceRunner:
-        for r in self.p._runners:
+        runners: list[SourceRunner] = self.p._runners
+        for r in runners:
             if r.source.stream_id == stream_id:
-                return r  # type: ignore[no-any-return]
+                return r
         known = ", ".join(r.source.stream_id for r in self.p._runners) or "none"
         raise ConfigError(f"no stream {stream_id!r} in this pipeline (streams: {known})")
 
@@ -150,7 +151,8 @@ class LiveChanges:
         fq = FrameQueue(spec.queue_size, policy, p._cond)
         hold = p._batch is not None and p._batch.hold_pixels
         share = -(-model.max_batch // (len(p._runners) + 1))
-        in_flight = (share * 7 if hold else min(share * 2, model.max_batch)) + 1
+        held = 10 if p._post is not None and p._post.handoff is not None else 7  # as Pipeline._start_sources
+        in_flight = (share * held if hold else min(share * 2, model.max_batch)) + 1
         stop = p._flow.stop_sources.child()
         runner = SourceRunner(
             create_source(spec),
@@ -207,7 +209,8 @@ class LiveChanges:
             p._specs = [s for s in p._specs if s.stream_id != sid]
             del p._streams[sid]
         _log.info("stream %s removed", sid)
-        return metrics.snapshot()  # type: ignore[no-any-return]
+        final: StreamStats = metrics.snapshot()
+        return final
 
     # --- sinks -------------------------------------------------------------------------------------
     def _build_sink(self, sink: Sink | SinkConfig | Mapping[str, Any]) -> tuple[Sink, str]:
@@ -238,12 +241,12 @@ class LiveChanges:
             self._check_running("add a sink")
             p = self.p
             built, base = self._build_sink(sink)
-            key = p._named_sinks.name_for(name or base)
+            key: str = p._named_sinks.name_for(name or base)
             if name is not None and key != name:
                 raise ConfigError(f"a sink named {name!r} is already in this pipeline")
             self._open_sink(built, list(p._named_sinks.by_name.values()))
             self._put_sinks({**p._named_sinks.by_name, key: built})
-            return key  # type: ignore[no-any-return]
+            return key
 
     def remove_sink(self, name: str) -> None:
         with self.lock:
@@ -264,11 +267,11 @@ class LiveChanges:
             old.close()
 
     def _sink(self, name: str) -> Sink:
-        got = self.p._named_sinks.by_name.get(name)
+        got: Sink | None = self.p._named_sinks.by_name.get(name)
         if got is None:
             known = ", ".join(self.p._named_sinks.by_name) or "none"
             raise ConfigError(f"no sink named {name!r} in this pipeline (sinks: {known})")
-        return got  # type: ignore[no-any-return]
+        return got
 
     def _put_sinks(self, by_name: dict[str, Sink]) -> None:
         p = self.p
@@ -339,9 +342,10 @@ class LiveChanges:
         return self.p._post.analytics
 
     def _stage(self, name: str) -> AnalyticsStage:
-        for n, s in self._runner().stages:
+        stages: list[tuple[str, AnalyticsStage]] = self._runner().stages
+        for n, s in stages:
             if n == name:
-                return s  # type: ignore[no-any-return]
+                return s
         known = ", ".join(n for n, _ in self._runner().stages) or "none"
         raise ConfigError(f"no analytics stage named {name!r} in this pipeline (stages: {known})")
 

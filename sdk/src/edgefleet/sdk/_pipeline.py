@@ -93,6 +93,7 @@ class Pipeline:
         source_timeout_s: float = 0.0,
         keep_raw: bool = False,
         infer_workers: int | None = None,
+        analytics_thread: bool = True,
         result_queue: int = 256,
         frame_upload: bool = False,
         name: str = "default",
@@ -122,6 +123,7 @@ class Pipeline:
             keep_raw=keep_raw,
             infer_workers=infer_workers,
             frame_upload=frame_upload,
+            analytics_thread=analytics_thread,
             analytics=tuple(a for a in analytics if not isinstance(a, AnalyticsStage)),
             sinks=tuple(k for k in sinks if not isinstance(k, Sink)),
         )
@@ -208,6 +210,7 @@ class Pipeline:
             source_timeout_s=config.source_timeout_s,
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
+            analytics_thread=config.analytics_thread,
             frame_upload=config.frame_upload,
             name=name,
             services=services,
@@ -301,10 +304,11 @@ class Pipeline:
             stages=self._stages,
             results=self._results if self._yield else None,
             keep_raw=self.config.keep_raw,
+            analytics_thread=self.config.analytics_thread,
         )
         stages: list[tuple[str, Callable[[], None]]] = [("batch", self._batch.run)]
         stages += [(f"infer{i}" if self._workers > 1 else "infer", infer.run) for i in range(self._workers)]
-        stages.append(("post", self._post.run))
+        stages += self._post.threads
         for name, target in stages:
             t = threading.Thread(target=flow.guard(name, target), name=f"edgefleet-{name}", daemon=True)
             self._threads.append(t)
@@ -330,7 +334,9 @@ class Pipeline:
             # the pool after preprocessing, or after the sinks when they draw on them). Sized by the share,
             # not the whole batch: 64 streams of 1080p would otherwise pin ~15 GB of host memory.
             share = -(-model.max_batch // len(self._specs))
-            in_flight = (share * 7 if hold else min(share * 2, model.max_batch)) + 1
+            # (an analytics thread holds up to three batches more: two in its queue, one in hand)
+            held = 10 if self._analytics and self.config.analytics_thread else 7
+            in_flight = (share * held if hold else min(share * 2, model.max_batch)) + 1
             runner = SourceRunner(
                 create_source(spec),
                 fq,
@@ -397,6 +403,7 @@ class Pipeline:
         if self._state == "created":
             self.start()
         flow = self._flow
+        deadline = None if timeout is None else time.monotonic() + timeout  # for the next result
         while True:
             try:
                 item = self._results.get(timeout=0.1)
@@ -406,15 +413,15 @@ class Pipeline:
                 if flow.done.is_set() and self._results.empty():
                     flow.raise_if_failed()
                     return
-                if timeout is not None:
-                    timeout -= 0.1
-                    if timeout <= 0:
-                        raise TimeoutError("no result within the timeout") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no result within {timeout} s") from None
                 continue
             if item is END:
                 flow.raise_if_failed()
                 return
             yield item
+            if timeout is not None:
+                deadline = time.monotonic() + timeout
 
     def close(self) -> None:
         """Stop everything, join every thread, close sinks and the model. Idempotent."""
@@ -445,6 +452,8 @@ class Pipeline:
                     break
                 if isinstance(item, Batch):
                     item.discard()
+        if self._post is not None:
+            self._post.drain()
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
@@ -660,6 +669,7 @@ class Pipeline:
         queues |= {
             "infer": self._q_infer.qsize(),
             "post": self._q_post.qsize(),
+            **({"analytics": self._post.handoff.qsize()} if self._post and self._post.handoff else {}),
             "results": self._results.qsize(),
         }
         queues |= {f"pool:{r.source.stream_id}": (r.pool.leases if r.pool else 0) for r in self._runners}

@@ -81,9 +81,20 @@ class Detection:
 
     def with_track(self, track_id: int | None, age: int, state: str) -> Detection:
         """This detection with its track fields set (every other field kept)."""
-        return Detection(
-            self.box, self.score, self.class_id, self.label, track_id, age, state, self.mask, self.keypoints
-        )
+        # Fills the slots directly: half the time of the frozen dataclass's __init__ (a tracker calls
+        # this for every tracked detection of every frame).
+        new = object.__new__(Detection)
+        box, score, class_id, label, tid, track_age, track_state, mask, keypoints = _DETECTION_SLOTS
+        box(new, self.box)
+        score(new, self.score)
+        class_id(new, self.class_id)
+        label(new, self.label)
+        tid(new, track_id)
+        track_age(new, age)
+        track_state(new, state)
+        mask(new, self.mask)
+        keypoints(new, self.keypoints)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -102,6 +113,12 @@ class Detection:
         if self.keypoints:
             out["keypoints"] = [k.to_list() for k in self.keypoints]
         return out
+
+
+_DETECTION_SLOTS = tuple(
+    getattr(Detection, name).__set__
+    for name in ("box", "score", "class_id", "label", "track_id", "track_age", "track_state", "mask", "keypoints")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,3 +285,32 @@ class Result:
         if self.regions:
             out["regions"] = [r.to_dict() for r in self.regions]
         return out
+
+
+def with_analytics(
+    r: Result,
+    *,
+    detections: tuple[Detection, ...] | None = None,
+    ended_tracks: tuple[EndedTrack, ...] = (),
+    events: tuple[AnalyticsEvent, ...] = (),
+    regions: tuple[RegionCounts, ...] = (),
+) -> Result:
+    """``r`` with its detections replaced (when given) and the rest appended to its own: what
+    ``dataclasses.replace`` does, in a fifth of its time (analytics stages call it for every frame)."""
+    return Result(
+        r.stream_id,
+        r.sequence,
+        r.timestamp,
+        r.model,
+        r.model_version,
+        r.frame_width,
+        r.frame_height,
+        r.latency_ms,
+        r.detections if detections is None else detections,
+        r.classifications,
+        r.raw,
+        r.ended_tracks + ended_tracks if ended_tracks else r.ended_tracks,
+        r.events + events if events else r.events,
+        r.regions + regions if regions else r.regions,
+        r.source,
+    )

@@ -126,6 +126,18 @@ def _health(d: Any) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
+def _pipeline_healthy(p: Any) -> str:
+    """``yes`` only when the pipeline runs and every camera streams: a pipeline whose cameras are all down
+    used to read "healthy yes" at 0 fps."""
+    if not p.health.healthy:
+        return "[red]no[/]"
+    cameras = [c for c in p.cameras if c.live]
+    down = [c for c in cameras if c.state != "streaming"]
+    if down:
+        return f"[yellow]no: {len(down)} of {len(cameras)} camera(s) not streaming[/]"
+    return "yes"
+
+
 def _camera_state(state: str) -> str:
     style = "green" if state == "streaming" else ("red" if state == "failed" else "yellow")
     return f"[{style}]{state}[/]"
@@ -151,6 +163,9 @@ def device_detail(d: Any) -> list[Any]:
             f"{'online' if t.online else 'offline'}, {t.fps:.1f} fps, p95 {t.latency_p95_ms:.1f} ms, "
             f"{', '.join(t.models) or '-'} (fleet {t.fleet}, {ago(t.last_seen)})",
         )
+        if t.cameras:
+            seen = "; ".join(f"{c.stream_id} {c.state}{f' ({c.reason})' if c.reason else ''}" for c in t.cameras)
+            head.add_row("cameras (telemetry)", seen)
         if t.rejected:
             head.add_row("telemetry rejected", ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())))
     specs = [p for p in d.pipelines if p.name.startswith("spec/")]
@@ -176,7 +191,7 @@ def device_detail(d: Any) -> list[Any]:
             f"{p.health.latency_p95_ms:.1f}",
             str(p.health.frames_in),
             str(p.health.dropped),
-            "yes" if p.health.healthy else "no",
+            _pipeline_healthy(p),
         )
     cameras = Table(title="cameras")
     for col in ("pipeline", "camera", "state", "reason", "for", "error"):

@@ -248,7 +248,7 @@ class Device(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capabilities: _Optional[_Union[_common_pb2.Capabilities, _Mapping]] = ..., online: _Optional[bool] = ..., first_seen: _Optional[float] = ..., last_seen: _Optional[float] = ..., pipelines: _Optional[_Iterable[_Union[_common_pb2.PipelineStatus, _Mapping]]] = ..., desired: _Optional[_Iterable[_Union[DesiredModel, _Mapping]]] = ..., health: _Optional[_Union[_common_pb2.Health, _Mapping]] = ..., last_event: _Optional[str] = ..., telemetry: _Optional[_Union[DeviceTelemetry, _Mapping]] = ..., sealing_key: _Optional[str] = ..., health_state: _Optional[str] = ..., health_detail: _Optional[str] = ...) -> None: ...
 
 class DeviceTelemetry(_message.Message):
-    __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version", "rejected", "acknowledged_seq")
+    __slots__ = ("online", "fps", "latency_p95_ms", "last_seen", "models", "fleet", "agent_version", "rejected", "acknowledged_seq", "cameras")
     class RejectedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +265,7 @@ class DeviceTelemetry(_message.Message):
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     ACKNOWLEDGED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_FIELD_NUMBER: _ClassVar[int]
     online: bool
     fps: float
     latency_p95_ms: float
@@ -274,7 +275,8 @@ class DeviceTelemetry(_message.Message):
     agent_version: str
     rejected: _containers.ScalarMap[str, int]
     acknowledged_seq: int
-    def __init__(self, online: _Optional[bool] = ..., fps: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., last_seen: _Optional[float] = ..., models: _Optional[_Iterable[str]] = ..., fleet: _Optional[str] = ..., agent_version: _Optional[str] = ..., rejected: _Optional[_Mapping[str, int]] = ..., acknowledged_seq: _Optional[int] = ...) -> None: ...
+    cameras: _containers.RepeatedCompositeFieldContainer[_common_pb2.CameraHealth]
+    def __init__(self, online: _Optional[bool] = ..., fps: _Optional[float] = ..., latency_p95_ms: _Optional[float] = ..., last_seen: _Optional[float] = ..., models: _Optional[_Iterable[str]] = ..., fleet: _Optional[str] = ..., agent_version: _Optional[str] = ..., rejected: _Optional[_Mapping[str, int]] = ..., acknowledged_seq: _Optional[int] = ..., cameras: _Optional[_Iterable[_Union[_common_pb2.CameraHealth, _Mapping]]] = ...) -> None: ...
 
 class ListDevicesRequest(_message.Message):
     __slots__ = ("selector",)

@@ -19,6 +19,7 @@ __all__ = ["group_pairs", "iou_dense", "iou_pairs", "match", "solver"]
 
 _INVALID = 1e6  # cost of a pair over the threshold inside a group's dense matrix
 _DENSE_MAX = 8192  # up to this many (track, detection) pairs, one dense matrix beats pair lists
+_SOLVE_ONCE_MAX = 16384  # up to this many contested (track, detection) cells, one solver call for all groups
 
 
 def solver() -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -130,8 +131,21 @@ def _match_sparse(
     rest = ~alone
     if rest.any():
         rt, rd, rc = ti[rest], di[rest], cost[rest]
-        groups = track_groups[rt]
+        rows, r_inv = np.unique(rt, return_inverse=True)
+        cols, c_inv = np.unique(rd, return_inverse=True)
         assign = solver()
+        if len(rows) * len(cols) <= _SOLVE_ONCE_MAX:
+            # Every contested group in one matrix: pairs of two groups are priced out like invalid pairs of
+            # one, so the solver never takes them and each group gets its own optimum (one call, not one
+            # per group: with many streams of a crowded scene most batches have a contested group each).
+            dense = np.full((len(rows), len(cols)), _INVALID)
+            dense[r_inv, c_inv] = rc
+            r, c = assign(dense)
+            ok = dense[r, c] <= max_cost
+            out_t.append(rows[r[ok]])
+            out_d.append(cols[c[ok]])
+            return np.concatenate(out_t), np.concatenate(out_d)
+        groups = track_groups[rt]
         for g in np.unique(groups):
             sel = groups == g
             gt, gd, gc = rt[sel], rd[sel], rc[sel]

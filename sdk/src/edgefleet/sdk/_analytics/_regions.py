@@ -3,7 +3,6 @@ windowed counts per class. It needs a ``track`` stage before it: only detections
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -12,9 +11,9 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from .._results import Result
+from .._results import Result, with_analytics
 from ._base import AnalyticsConfig, AnalyticsStage
-from ._zones import Ended, RegionEngine, RegionSpec, Tracked
+from ._zones import BatchObjects, Ended, FrameRef, RegionEngine, RegionSpec
 
 __all__ = ["Line", "Zone", "ZonesConfig", "ZonesStage"]
 
@@ -146,21 +145,30 @@ class ZonesStage(AnalyticsStage):
         self._untracked = 0  # results with detections but no tracked one, until the first tracked one
 
     def process(self, results: list[Result]) -> list[Result]:
-        out = []
+        ids: list[int] = []
+        labels: list[str] = []
+        class_ids: list[int] = []
+        boxes: list[tuple[float, float, float, float]] = []
+        offsets = [0]
+        frames = []
         for r in results:
             if self._untracked >= 0 and r.detections:
                 self._check_tracking(r)
-            dets = [d for d in r.detections if d.track_id is not None]
-            objs = Tracked(
-                np.array([d.track_id for d in dets], np.int64),
-                [d.label for d in dets],
-                [d.class_id for d in dets],
-                np.array([d.box for d in dets], np.float64).reshape(-1, 4),
-            )
+            for d in r.detections:
+                if d.track_id is not None:
+                    ids.append(d.track_id)
+                    labels.append(d.label)
+                    class_ids.append(d.class_id)
+                    boxes.append(d.box)
+            offsets.append(len(ids))
             ended = [Ended(e.track_id, e.label, e.class_id, e.box, e.last_seen) for e in r.ended_tracks]
-            events, regions = self.engine.update(r.stream_id, r.timestamp, r.frame_width, r.frame_height, objs, ended)
-            out.append(dataclasses.replace(r, events=r.events + tuple(events), regions=r.regions + regions))
-        return out
+            frames.append(FrameRef(r.stream_id, r.timestamp, r.frame_width, r.frame_height, ended))
+        objs = BatchObjects(ids, labels, class_ids, np.array(boxes, np.float64).reshape(-1, 4), offsets)
+        found = self.engine.update(frames, objs)
+        return [
+            with_analytics(r, events=tuple(events), regions=regions)
+            for r, (events, regions) in zip(results, found, strict=True)
+        ]
 
     def _check_tracking(self, r: Result) -> None:
         """Zones count tracked objects: say so once when the detections keep coming without track ids."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import logging
 from collections.abc import Mapping
 from typing import Literal
@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from .._errors import ConfigError
-from .._results import Detection, EndedTrack, Result
+from .._results import Detection, EndedTrack, Result, with_analytics
 from ._assign import solver
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
 from ._bytetrack import NEW, TENTATIVE, TRACKED, ByteTracker, FrameDetections, TrackEnd, TrackerParams
@@ -117,34 +117,49 @@ class TrackStage(AnalyticsStage):
         ):
             self._change = None
             self._apply_change(change)
-        frames = []
-        picks: list[list[int]] = []
-        for r in results:
-            dets = r.detections
-            idx = [i for i, d in enumerate(dets) if self._wanted is None or d.label in self._wanted]
-            picks.append(idx)
-            boxes = np.array([dets[i].box for i in idx], np.float64).reshape(-1, 4)
-            scores = np.array([dets[i].score for i in idx], np.float64)
-            classes = np.array([self._class(dets[i].label) for i in idx], np.int64)
-            for i in idx:
-                self._class_ids[self._classes[dets[i].label]] = dets[i].class_id
-            frames.append(FrameDetections(r.stream_id, r.sequence, r.timestamp, boxes, scores, classes))
+        wanted, classes, class_ids = self._wanted, self._classes, self._class_ids
+        # One flat list for the whole batch (three numpy arrays, not three per frame), built with
+        # comprehensions: this runs for every detection of every frame.
+        picks: list[list[int] | None] = [  # per frame: the detections tracked (None: every one)
+            None if wanted is None else [i for i, d in enumerate(r.detections) if d.label in wanted] for r in results
+        ]
+        flat = [
+            d
+            for r, pick in zip(results, picks, strict=True)
+            for d in (r.detections if pick is None else [r.detections[i] for i in pick])
+        ]
+        offsets = [
+            0,
+            *itertools.accumulate(
+                len(r.detections) if p is None else len(p) for r, p in zip(results, picks, strict=True)
+            ),
+        ]
+        for label, class_id in {d.label: d.class_id for d in flat}.items():  # the serving model's numbers
+            c = classes.get(label)
+            class_ids[self._class(label) if c is None else c] = class_id
+        all_boxes = np.array([d.box for d in flat], np.float64).reshape(-1, 4)
+        all_scores = np.array([d.score for d in flat], np.float64)
+        all_cls = np.array([classes[d.label] for d in flat], np.int64)
+        frames = [
+            FrameDetections(r.stream_id, r.sequence, r.timestamp, all_boxes[lo:hi], all_scores[lo:hi], all_cls[lo:hi])
+            for r, lo, hi in zip(results, offsets, offsets[1:], strict=False)
+        ]
         outs = self.tracker.update(frames)
         replaced = []
-        for r, idx, out in zip(results, picks, outs, strict=True):
+        for r, pick, out in zip(results, picks, outs, strict=True):
+            ended = self._pending.pop(r.stream_id, []) + out.ended if self._pending else out.ended
+            states = out.states.tolist()
+            if not states and not ended:
+                replaced.append(r)
+                continue
             tracked: list[Detection] = list(r.detections)
-            for j, i in enumerate(idx):
-                state = int(out.states[j])
+            ids, ages = out.ids.tolist(), out.ages.tolist()
+            for j, state in enumerate(states):
                 if state >= 0:
-                    tid = int(out.ids[j]) or None
-                    tracked[i] = tracked[i].with_track(tid, int(out.ages[j]), _STATES[state])
-            ended = self._pending.pop(r.stream_id, []) + out.ended
+                    i = j if pick is None else pick[j]
+                    tracked[i] = tracked[i].with_track(ids[j] or None, ages[j], _STATES[state])
             replaced.append(
-                dataclasses.replace(
-                    r,
-                    detections=tuple(tracked),
-                    ended_tracks=r.ended_tracks + tuple(self._ended(e) for e in ended),
-                )
+                with_analytics(r, detections=tuple(tracked), ended_tracks=tuple(self._ended(e) for e in ended))
             )
         return replaced
 

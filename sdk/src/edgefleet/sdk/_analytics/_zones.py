@@ -1,8 +1,11 @@
 """Zones and lines over tracked objects: who is inside, for how long, who crossed which way; counts.
 
 State is kept per stream and per region (zone or line), keyed by track id. An object's position is an
-anchor point of its box (the bottom centre by default: where a person stands). Geometry is vectorised
-(``_geometry``); the per-object bookkeeping is a dictionary lookup for each tracked object.
+anchor point of its box (the bottom centre by default: where a person stands). The engine takes a whole
+batch (many streams, several frames of one stream in order) at once: the geometry (anchors, inside a
+zone, side of a line) is a few numpy calls per region for every object of the batch (``_geometry``); the
+per-object bookkeeping is then plain Python on those results, a dictionary lookup per object and region,
+frame by frame in order. A region a stream does not have costs that stream nothing.
 
 Zones: an object enters after ``min_frames`` consecutive frames inside and leaves after ``min_frames``
 outside (or when its track ends while inside); a ``dwell`` event fires once per visit when it has been
@@ -18,13 +21,14 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .._results import AnalyticsEvent, RegionCounts
 from ._geometry import anchors, crossing_inside_segment, inside_polygon, signed_distance
 
-__all__ = ["Ended", "RegionEngine", "RegionSpec", "Tracked"]
+__all__ = ["BatchObjects", "Ended", "FrameRef", "RegionEngine", "RegionSpec"]
 
 
 @dataclass(frozen=True)
@@ -44,21 +48,38 @@ class RegionSpec:
 
 
 @dataclass
-class Tracked:
-    """One frame's tracked objects (confirmed tracks only) as arrays and lists."""
+class BatchObjects:
+    """The tracked objects (confirmed tracks only) of a whole batch, frame after frame: frame ``i``'s
+    are rows ``offsets[i]:offsets[i + 1]``."""
 
-    ids: np.ndarray
+    ids: list[int]
     labels: list[str]
     class_ids: list[int]
     boxes: np.ndarray  # (N, 4)
+    offsets: list[int]
     _anchors: dict[str, np.ndarray] = field(default_factory=dict)
 
     def anchors(self, where: str) -> np.ndarray:
-        """(N, 2) anchor points, computed once per frame and kind."""
+        """(N, 2) anchor points, computed once per batch and kind."""
         got = self._anchors.get(where)
         if got is None:
             got = self._anchors[where] = anchors(self.boxes, where)
         return got
+
+    def box(self, k: int) -> tuple[float, float, float, float]:
+        b = self.boxes[k]
+        return (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
+
+
+@dataclass(frozen=True)
+class FrameRef:
+    """One frame of the batch: its stream, capture time (seconds), size and the tracks that ended on it."""
+
+    stream: str
+    t: float
+    width: int
+    height: int
+    ended: Sequence[Ended] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +131,17 @@ class _Counts:
         return dict(self.window_in), dict(self.window_out)
 
 
+@dataclass
+class _Geometry:
+    """One region shape's verdict on every object of the batch, as Python lists: zones ``inside``
+    (bool), lines ``side`` (-1, +1, 0 within the margin) with the anchor points ``x``, ``y``."""
+
+    inside: list[bool] = field(default_factory=list)
+    side: list[int] = field(default_factory=list)
+    x: list[float] = field(default_factory=list)
+    y: list[float] = field(default_factory=list)
+
+
 class _Region:
     """One region on one stream."""
 
@@ -124,32 +156,40 @@ class _Region:
         self.edges = (pts, np.roll(pts, -1, axis=0))
         self.members: dict[int, _Visit] = {}
         self.pending: dict[int, int] = {}  # zones: consecutive frames inside before entering
-        # lines: per track a slot in arrays of its side (-1, +1; 0: none yet) and where it last was firmly
-        self.slots: dict[int, int] = {}
-        self.free: list[int] = []
-        self.side = np.zeros(64, np.int64)
-        self.where = np.zeros((64, 2))
+        self.sides: dict[int, list[Any]] = {}  # lines: per track [side (-1, +1), x, y] where it last was firmly
 
-    def selected(self, objs: Tracked) -> np.ndarray:
-        if self.spec.classes is None:
-            return np.arange(len(objs.ids))
-        return np.array([i for i, lb in enumerate(objs.labels) if lb in self.spec.classes], np.int64)
-
-    def update(self, objs: Tracked, ended: Sequence[Ended], t: float, out: list[AnalyticsEvent]) -> bool:
-        """Advance by one frame; append events to ``out``; True when the counts changed."""
-        changed = self.counts.expire(t)
-        sel = self.selected(objs)
+    def geometry(self, objs: BatchObjects) -> _Geometry:
+        """This region's shape against every object of the batch (a few numpy calls)."""
+        pts = objs.anchors(self.spec.anchor)
         if self.spec.kind == "zone":
-            changed |= self._zone(objs, sel, t, out)
+            return _Geometry(inside=inside_polygon(pts, self.pts, self.edges).tolist())
+        dist = signed_distance(pts, self.pts[0], self.pts[1])
+        margin = self.spec.margin_px
+        side = np.where(dist > margin, 1, np.where(dist < -margin, -1, 0))
+        return _Geometry(side=side.tolist(), x=pts[:, 0].tolist(), y=pts[:, 1].tolist())
+
+    def update(
+        self,
+        objs: BatchObjects,
+        lo: int,
+        hi: int,
+        geo: _Geometry,
+        wanted: list[bool] | None,
+        frame: FrameRef,
+        out: list[AnalyticsEvent],
+    ) -> bool:
+        """Advance by one frame (objects ``lo:hi`` of the batch); append events to ``out``; True when the
+        counts changed."""
+        t = frame.t
+        changed = self.counts.expire(t)
+        if self.spec.kind == "zone":
+            changed |= self._zone(objs, lo, hi, geo.inside, wanted, t, out)
         else:
-            changed |= self._line(objs, sel, t, out)
-        for e in ended:
+            changed |= self._line(objs, lo, hi, geo, wanted, t, out)
+        for e in frame.ended:
             visit = self.members.pop(e.track_id, None)
             self.pending.pop(e.track_id, None)
-            slot = self.slots.pop(e.track_id, None)
-            if slot is not None:
-                self.side[slot] = 0
-                self.free.append(slot)
+            self.sides.pop(e.track_id, None)
             if visit is not None:
                 out.append(
                     AnalyticsEvent(
@@ -160,102 +200,102 @@ class _Region:
                 changed = True
         return changed
 
-    def _zone(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
+    def _zone(
+        self,
+        objs: BatchObjects,
+        lo: int,
+        hi: int,
+        ins: list[bool],
+        wanted: list[bool] | None,
+        t: float,
+        out: list[AnalyticsEvent],
+    ) -> bool:
         spec = self.spec
+        members, pending, min_frames = self.members, self.pending, spec.min_frames
         changed = False
-        if len(sel):
-            ins = inside_polygon(objs.anchors(spec.anchor)[sel], self.pts, self.edges)
-            todo = zip(sel.tolist(), ins.tolist(), strict=True)
-            if spec.min_frames == 1:  # only the objects whose side of the zone changed need bookkeeping
-                members = self.members
-                was = np.array([i in members for i in objs.ids[sel].tolist()], bool)
-                todo = zip(sel[was != ins].tolist(), ins[was != ins].tolist(), strict=True)
-            for k, inside in todo:
-                tid = int(objs.ids[k])
-                visit = self.members.get(tid)
-                if visit is None:
-                    if not inside:
-                        self.pending.pop(tid, None)
-                        continue
-                    n = self.pending.get(tid, 0) + 1
-                    if n < spec.min_frames:
-                        self.pending[tid] = n
-                        continue
-                    self.pending.pop(tid, None)
-                    self.members[tid] = _Visit(t, objs.labels[k])
+        for k in range(lo, hi):
+            if wanted is not None and not wanted[k]:
+                continue
+            tid, inside = objs.ids[k], ins[k]
+            visit = members.get(tid)
+            if visit is None:
+                if not inside:
+                    if pending:
+                        pending.pop(tid, None)
+                    continue
+                n = pending.get(tid, 0) + 1
+                if n < min_frames:
+                    pending[tid] = n
+                    continue
+                pending.pop(tid, None)
+                label = objs.labels[k]
+                members[tid] = _Visit(t, label)
+                out.append(AnalyticsEvent("enter", spec.name, tid, label, objs.class_ids[k], objs.box(k)))
+                self.counts.add(t, label, True)
+                changed = True
+            elif inside:
+                visit.outside = 0
+            else:
+                visit.outside += 1
+                if visit.outside >= min_frames:
+                    del members[tid]
                     out.append(
-                        AnalyticsEvent("enter", spec.name, tid, objs.labels[k], objs.class_ids[k], _box(objs, k))
-                    )
-                    self.counts.add(t, objs.labels[k], True)
-                    changed = True
-                elif inside:
-                    visit.outside = 0
-                else:
-                    visit.outside += 1
-                    if visit.outside >= spec.min_frames:
-                        del self.members[tid]
-                        box = _box(objs, k)
-                        out.append(
-                            AnalyticsEvent(
-                                "leave", spec.name, tid, visit.label, objs.class_ids[k], box, "", t - visit.since
-                            )
+                        AnalyticsEvent(
+                            "leave", spec.name, tid, visit.label, objs.class_ids[k], objs.box(k), "", t - visit.since
                         )
-                        self.counts.add(t, visit.label, False)
-                        changed = True
+                    )
+                    self.counts.add(t, visit.label, False)
+                    changed = True
         if spec.dwell_s is not None:
-            for tid, visit in self.members.items():
+            for tid, visit in members.items():
                 if not visit.dwelt and t - visit.since >= spec.dwell_s:
                     visit.dwelt = True
-                    k = _index(objs, tid)
-                    box = _box(objs, k) if k is not None else (0.0, 0.0, 0.0, 0.0)
-                    cls = objs.class_ids[k] if k is not None else -1
+                    at = _index(objs, lo, hi, tid)
+                    box = objs.box(at) if at is not None else (0.0, 0.0, 0.0, 0.0)
+                    cls = objs.class_ids[at] if at is not None else -1
                     out.append(AnalyticsEvent("dwell", spec.name, tid, visit.label, cls, box, "", t - visit.since))
         return changed
 
-    def _slots_of(self, ids: np.ndarray) -> np.ndarray:
-        slots = self.slots
-        found = [slots.get(i, -1) for i in ids.tolist()]
-        if -1 in found:
-            for j, i in enumerate(ids.tolist()):
-                if found[j] < 0:
-                    found[j] = slots[i] = self.free.pop() if self.free else len(slots)
-            if len(slots) > len(self.side):
-                grow = max(len(slots), 2 * len(self.side))
-                self.side = np.concatenate([self.side, np.zeros(grow - len(self.side), np.int64)])
-                self.where = np.concatenate([self.where, np.zeros((grow - len(self.where), 2))])
-        return np.array(found, np.int64)
-
-    def _line(self, objs: Tracked, sel: np.ndarray, t: float, out: list[AnalyticsEvent]) -> bool:
-        if not len(sel):
+    def _line(
+        self,
+        objs: BatchObjects,
+        lo: int,
+        hi: int,
+        geo: _Geometry,
+        wanted: list[bool] | None,
+        t: float,
+        out: list[AnalyticsEvent],
+    ) -> bool:
+        sides, side_of, xs, ys = self.sides, geo.side, geo.x, geo.y
+        flips: list[tuple[int, int, float, float]] = []  # (object, new side, where it was before)
+        for k in range(lo, hi):
+            now = side_of[k]
+            if now == 0 or (wanted is not None and not wanted[k]):
+                continue
+            tid = objs.ids[k]
+            last = sides.get(tid)
+            if last is None:
+                sides[tid] = [now, xs[k], ys[k]]
+                continue
+            if last[0] != now:
+                flips.append((k, now, last[1], last[2]))
+            last[0], last[1], last[2] = now, xs[k], ys[k]
+        if not flips:
             return False
-        a, b = self.pts[0], self.pts[1]
-        pts = objs.anchors(self.spec.anchor)[sel]
-        dist = signed_distance(pts, a, b)
-        margin = self.spec.margin_px
-        now = np.where(dist > margin, 1, np.where(dist < -margin, -1, 0))
-        firm = now != 0
-        if not firm.any():
-            return False
-        sel, pts, now = sel[firm], pts[firm], now[firm]
-        slots = self._slots_of(objs.ids[sel])
-        before = self.side[slots]
-        flip = (before != 0) & (before != now)
-        p0 = self.where[slots[flip]]
-        self.side[slots] = now
-        self.where[slots] = pts
-        if not flip.any():
-            return False
-        hit = crossing_inside_segment(p0, pts[flip], a, b)
+        ks = [f[0] for f in flips]
+        p0 = np.array([(f[2], f[3]) for f in flips], np.float64)
+        p1 = np.array([(xs[k], ys[k]) for k in ks], np.float64)
+        hit = crossing_inside_segment(p0, p1, self.pts[0], self.pts[1]).tolist()
         changed = False
-        for k, side in zip(sel[flip][hit].tolist(), now[flip][hit].tolist(), strict=True):
+        for (k, side, _, _), crossed in zip(flips, hit, strict=True):
+            if not crossed:
+                continue
             direction = "in" if side > 0 else "out"
-            tid = int(objs.ids[k])
+            label = objs.labels[k]
             out.append(
-                AnalyticsEvent(
-                    "cross", self.spec.name, tid, objs.labels[k], objs.class_ids[k], _box(objs, k), direction
-                )
+                AnalyticsEvent("cross", self.spec.name, objs.ids[k], label, objs.class_ids[k], objs.box(k), direction)
             )
-            self.counts.add(t, objs.labels[k], side > 0)
+            self.counts.add(t, label, side > 0)
             changed = True
         return changed
 
@@ -278,14 +318,11 @@ class _Region:
         )
 
 
-def _box(objs: Tracked, k: int) -> tuple[float, float, float, float]:
-    b = objs.boxes[k]
-    return (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
-
-
-def _index(objs: Tracked, tid: int) -> int | None:
-    hits = np.flatnonzero(objs.ids == tid)
-    return int(hits[0]) if len(hits) else None
+def _index(objs: BatchObjects, lo: int, hi: int, tid: int) -> int | None:
+    for k in range(lo, hi):
+        if objs.ids[k] == tid:
+            return k
+    return None
 
 
 class RegionEngine:
@@ -315,19 +352,35 @@ class RegionEngine:
         return regions
 
     def update(
-        self, stream: str, t: float, width: int, height: int, objs: Tracked, ended: Sequence[Ended]
-    ) -> tuple[list[AnalyticsEvent], tuple[RegionCounts, ...]]:
-        """One frame of ``stream`` at time ``t`` (seconds): its events, and every region's counts."""
-        events: list[AnalyticsEvent] = []
-        regions = self.regions(stream, width, height)
-        changed = False
-        for r in regions:
-            changed |= r.update(objs, ended, t, events)
-        snap = self._snapshots.get(stream)
-        if snap is None or changed:
-            snap = self._snapshots[stream] = tuple(r.counts_now() for r in regions)
-        self.events += len(events)
-        return events, snap
+        self, frames: Sequence[FrameRef], objs: BatchObjects
+    ) -> list[tuple[list[AnalyticsEvent], tuple[RegionCounts, ...]]]:
+        """A batch: frames of any streams (each stream's in order), their objects in ``objs``. Per frame,
+        its events and every region's counts on its stream."""
+        geometry: dict[tuple[int, tuple[int, int] | None], _Geometry] = {}  # per spec and scaled shape
+        wanted: dict[int, list[bool] | None] = {}  # per spec: which objects have a label it counts
+        spec_index = {id(s): j for j, s in enumerate(self.specs)}
+        out = []
+        for i, f in enumerate(frames):
+            lo, hi = objs.offsets[i], objs.offsets[i + 1]
+            events: list[AnalyticsEvent] = []
+            regions = self.regions(f.stream, f.width, f.height)
+            changed = False
+            for r in regions:
+                j = spec_index[id(r.spec)]
+                key = (j, r.size if r.spec.normalized else None)
+                geo = geometry.get(key)
+                if geo is None:
+                    geo = geometry[key] = r.geometry(objs) if len(objs.ids) else _Geometry()
+                if j not in wanted:
+                    classes = r.spec.classes
+                    wanted[j] = None if classes is None else [lb in classes for lb in objs.labels]
+                changed |= r.update(objs, lo, hi, geo, wanted[j], f, events)
+            snap = self._snapshots.get(f.stream)
+            if snap is None or changed:
+                snap = self._snapshots[f.stream] = tuple(r.counts_now() for r in regions)
+            self.events += len(events)
+            out.append((events, snap))
+        return out
 
     def drop_stream(self, stream: str) -> None:
         self._streams.pop(stream, None)

@@ -50,9 +50,13 @@ def _digest(challenge: str, user: str, password: str, url: str) -> str:
     return f'Digest username="{user}", realm="{realm}", nonce="{nonce}", uri="{url}", response="{response}"'
 
 
+NO_ANSWER = 0  # describe_status: the server took the connection but said nothing in time
+
+
 def describe_status(url: str, timeout_s: float = 2.0) -> int | None:
     """The status code of ``DESCRIBE url`` (credentials from the URL, answering a Basic or Digest
-    challenge once), or None when the server cannot be asked (no answer, not RTSP, rtsps://)."""
+    challenge once); :data:`NO_ANSWER` when the server accepted the connection and said nothing within
+    ``timeout_s``; None when it cannot be asked (refused, not RTSP, rtsps://)."""
     parts = urlsplit(url)
     if parts.scheme.lower() != "rtsp" or not parts.hostname:
         return None
@@ -72,21 +76,29 @@ def describe_status(url: str, timeout_s: float = 2.0) -> int | None:
             if status == 401 and user is not None and challenge.lower().startswith("digest"):
                 status, _ = _request(sock, bare, 2, _digest(challenge, user, password, bare))
             return status
+    except TimeoutError:
+        return NO_ANSWER
     except (OSError, UnicodeError):
         return None
 
 
+_FIXED = {
+    NO_ANSWER: (HealthReason.TIMEOUT, "the camera takes the connection but does not answer RTSP in time"),
+    404: (HealthReason.NOT_FOUND, "the camera has no stream at this path (RTSP 404)"),
+}
+
+
 def rtsp_reason(status: int | None, *, credentials: bool = True) -> tuple[HealthReason, str] | None:
-    """The reason and the words for a ``DESCRIBE`` status; None when it says nothing (no answer).
+    """The reason and the words for a ``DESCRIBE`` status; None when it says nothing (not asked).
     ``credentials``: whether the URL carried any."""
     if status is None:
         return None
+    if status in _FIXED:
+        return _FIXED[status]
     if status in (401, 403):
         if not credentials:
             return HealthReason.UNAUTHORIZED, f"the camera needs credentials: rtsp://user:password@... (RTSP {status})"
         return HealthReason.UNAUTHORIZED, f"the camera refuses the credentials (RTSP {status})"
-    if status == 404:
-        return HealthReason.NOT_FOUND, "the camera has no stream at this path (RTSP 404)"
     if 200 <= status < 300:
         return HealthReason.DECODE_ERROR, "the camera answers, but no decodable video came (codec?)"
     return HealthReason.UNREACHABLE, f"the camera answers RTSP {status}"

@@ -1,0 +1,101 @@
+"""Analytics stages on a thread of their own (``analytics_thread``, the default): the decoding goes on
+while they run, results are the same as with the stages on the decoding thread, and a failing stage
+fails the pipeline with every frame slot given back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from edgefleet.sdk import AnalyticsStage, Pipeline, PipelineError, Result
+
+ROOT = Path(__file__).resolve().parents[3]
+CLIP = ROOT / "models" / "media" / "vtest-300.mp4"
+SYNTH = [f"cam{i}=synthetic:?width=64&height=48&frames=24&live=false" for i in range(2)]
+
+
+class Recorder(AnalyticsStage):
+    """Notes the thread it runs on and the threads alive; optionally waits in its first batch until
+    ``release`` says so."""
+
+    def __init__(self, release: threading.Event | None = None) -> None:
+        self.threads: set[str] = set()
+        self.alive: set[str] = set()
+        self.release = release
+        self.batches = 0
+
+    def process(self, results: list[Result]) -> list[Result]:
+        self.threads.add(threading.current_thread().name)
+        self.alive |= {t.name for t in threading.enumerate() if t.name.startswith("edgefleet-")}
+        self.batches += 1
+        if self.release is not None and self.batches == 1:
+            self.release.wait(10.0)
+        return results
+
+
+def _tracked(analytics_thread: bool) -> tuple[list[tuple[str, int, tuple[tuple[int | None, str], ...]]], Recorder]:
+    rec = Recorder()
+    with Pipeline(
+        ROOT / "models" / "nanodet-m",
+        [f"a={CLIP}", f"b={CLIP}"],
+        max_batch=2,
+        max_frames=40,
+        analytics=[{"type": "track"}, rec],
+        analytics_thread=analytics_thread,
+    ) as p:
+        out = [(r.stream_id, r.sequence, tuple((d.track_id, d.track_state) for d in r.detections)) for r in p.results()]
+    return out, rec
+
+
+def test_tracks_are_the_same_on_their_own_thread_as_on_the_decoding_thread() -> None:
+    beside, rec_beside = _tracked(True)
+    inline, rec_inline = _tracked(False)
+    assert sorted(beside) == sorted(inline)  # batches may mix the two streams differently; each stream alike
+    assert len(beside) == 80 and sum(1 for _, _, d in beside for tid, _ in d if tid) > 100  # people were tracked
+    assert rec_beside.threads == rec_inline.threads == {"edgefleet-post"}  # the result thread, either way
+    assert "edgefleet-decode" in rec_beside.alive and "edgefleet-decode" not in rec_inline.alive
+
+
+def test_decoding_goes_on_while_the_analytics_stages_work(toy_models: dict[str, Path]) -> None:
+    """While the stages hold their first batch, the next ones are decoded and wait in the bounded
+    hand-off queue (two batches); on the decoding thread nothing would move."""
+    release = threading.Event()
+    rec = Recorder(release)
+    with Pipeline(toy_models["yolo"], SYNTH, max_batch=2, analytics=[rec]) as p:
+        deadline = time.monotonic() + 10.0
+        while p.stats().queues.get("analytics", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        waiting = p.stats().queues["analytics"]
+        release.set()
+        results = list(p.results())
+    assert waiting == 2  # full: the decoder waits for room, nothing is dropped
+    assert len(results) == 48
+    for stream in ("cam0", "cam1"):
+        assert [r.sequence for r in results if r.stream_id == stream] == list(range(24))
+
+
+class Breaks(AnalyticsStage):
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def process(self, results: list[Result]) -> list[Result]:
+        self.batches += 1
+        if self.batches == 3:
+            raise RuntimeError("zone table corrupt")
+        return results
+
+
+@pytest.mark.parametrize("analytics_thread", [True, False])
+def test_a_failing_stage_fails_the_pipeline_and_every_frame_slot_comes_back(
+    toy_models: dict[str, Path], analytics_thread: bool
+) -> None:
+    p = Pipeline(toy_models["yolo"], SYNTH, max_batch=2, analytics=[Breaks()], analytics_thread=analytics_thread)
+    with pytest.raises(PipelineError, match="post: zone table corrupt"):
+        p.run()
+    queues = p.stats().queues
+    assert {k: v for k, v in queues.items() if k.startswith("pool:")} == {"pool:cam0": 0, "pool:cam1": 0}
+    assert queues.get("analytics", 0) == 0
+    assert not [t.name for t in p._threads if t.is_alive()]  # this pipeline's decode and result threads too

@@ -22,6 +22,10 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _discard(result: Any) -> None:
+    """The results' consumer: takes each result and lets it go."""
+
+
 def one_run(
     candidate: Path | None,
     rate: float,
@@ -39,7 +43,9 @@ def one_run(
 ) -> dict[str, Any]:
     """One timed run; ``candidate`` None (or ``rate`` 0): the control run without a shadow."""
     sources = [f"cam{i}=synthetic:?width={width}&height={height}&fps={fps:g}" for i in range(streams)]
-    with Pipeline(serving, sources, device=device, max_batch=max_batch) as p:
+    # results are consumed as an app would (a callback that drops them): a result nobody takes holds its
+    # frame's slot, and with device frame pools (cuda) the sources would then drop every frame
+    with Pipeline(serving, sources, device=device, max_batch=max_batch, on_result=_discard) as p:
         run = None
         if candidate is not None and rate > 0:
             run = p.shadow(candidate, {"sample_rate": rate, "max_busy": max_busy})

@@ -167,6 +167,9 @@ def test_real_prometheus_scrapes_agent_and_controller_and_evaluates_every_alert(
         )
         assert 'edgefleet_controller_rollouts{state="aborted"} 1.0' in controller_text
         assert 'edgefleet_device_cameras_not_streaming{device="p1"} 1.0' in controller_text
+        # the gate that failed p1, kept through the wave's rollback
+        failed = f'edgefleet_rollout_member_gate_failed{{device="p1",gate="cameras",rollout="{ro.rollout_id}"}} 1.0'
+        assert failed in controller_text, controller_text
         assert "edgefleet_controller_db_call_duration_seconds_bucket" in controller_text
 
         wait_for("telemetry rows", lambda: prom.query("edgefleet_device_telemetry_age_seconds"), 30)

@@ -1,6 +1,7 @@
 """The controller's own figures on ``/metrics`` (beside the telemetry ingest's, ``_metrics.IngestCollector``):
 gRPC requests and their latency by method and code, connected agents, devices by derived health, rollouts
-by state, database call latency, and per device the telemetry lag and the acknowledgement lag.
+by state, database call latency, per device the telemetry lag and the acknowledgement lag, and the gates
+that failed each member of the current rollouts (:func:`failed_gates`).
 
 Prometheus conventions: ``_total`` counters, histograms in seconds, bounded labels (the gRPC methods of the
 two services, the fixed status codes, the store's own operations, the rollout and health states; per
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import platform
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -22,13 +24,32 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ._camera_health import HEALTH_STATES, device_health, not_streaming
+from ._rollouts import FAILED_PREFIX
 
-__all__ = ["ControllerCollector", "ControllerMetrics", "RpcMetricsInterceptor", "controller_version"]
+__all__ = ["ControllerCollector", "ControllerMetrics", "RpcMetricsInterceptor", "controller_version", "failed_gates"]
 
 _log = logging.getLogger(__name__)
 
 ROLLOUT_STATES = ("running", "paused", "completed", "aborted", "rolled_back")
+#: a model-quality KPI as the gates name it in a member's message: ``shadow_f1 0.000 < min_shadow_f1 0.7``
+_KPI = re.compile(r"\b((?:shadow|quality)_[a-z0-9_]+) [-+]?\d")
+_RUNTIME_GATES = (
+    (re.compile(r" fps < "), "min_fps"),
+    (re.compile(r"\bp95 [\d.]+ ms > "), "max_latency_ms"),
+    (re.compile(r"\bcamera"), "cameras"),
+    (re.compile(r"\bgolden\b|\bnon-finite\b|\bNaN\b"), "outputs"),
+)
 _RPC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def failed_gates(message: str) -> list[str]:
+    """The gates a failed member's message names, in order: the model-quality KPIs (``shadow_f1``,
+    ``shadow_class_mix_shift``, ``quality_detection_rate_change``, ...), else the runtime gate
+    (``min_fps``, ``max_latency_ms``, ``cameras``, ``outputs``), else ``other`` — a bounded label set."""
+    kpis = list(dict.fromkeys(_KPI.findall(message)))
+    if kpis:
+        return kpis
+    return [next((gate for pattern, gate in _RUNTIME_GATES if pattern.search(message)), "other")]
 
 
 class ControllerMetrics:
@@ -209,7 +230,7 @@ class ControllerCollector(Collector):
             _log.warning("metrics: database not readable: %s", str(exc).splitlines()[0])
 
     def _from_database(self) -> Iterator[Any]:
-        from ._db import devices, rollouts
+        from ._db import devices, rollout_devices, rollouts
         from ._telemetry._schema import devices as telemetry_devices
 
         now = self._clock()
@@ -231,6 +252,25 @@ class ControllerCollector(Collector):
                     telemetry_devices.c.acked_seq,
                 )
             ).all()
+            # the running rollouts and the newest one: a bounded set of series, gone when a rollout is old
+            current = set(
+                c.execute(sa.select(rollouts.c.rollout_id).where(rollouts.c.state.in_(("running", "paused"))))
+                .scalars()
+                .all()
+            )
+            newest = c.execute(
+                sa.select(rollouts.c.rollout_id).order_by(rollouts.c.created_at.desc()).limit(1)
+            ).scalar()
+            current.update([newest] if newest else [])
+            failed = c.execute(
+                sa.select(rollout_devices.c.rollout_id, rollout_devices.c.device_id, rollout_devices.c.message)
+                .where(
+                    (rollout_devices.c.state == "failed")
+                    | rollout_devices.c.message.startswith(FAILED_PREFIX)  # rolled back after its own failure
+                )
+                .where(rollout_devices.c.rollout_id.in_(sorted(current)))
+            ).all()
+        yield _gate_failures(failed)
         ro = GaugeMetricFamily("edgefleet_controller_rollouts", "rollouts by state", labels=["state"])
         for state in sorted({*ROLLOUT_STATES, *by_state}):
             ro.add_metric([state], float(by_state.get(state, 0)))
@@ -273,3 +313,16 @@ class ControllerCollector(Collector):
         for state, n in counts.items():
             by_health.add_metric([state], float(n))
         yield from (by_health, up, cameras)
+
+
+def _gate_failures(rows: Sequence[Any]) -> GaugeMetricFamily:
+    """1 per (rollout, device, gate) for the failed members of the running rollouts and of the newest one."""
+    g = GaugeMetricFamily(
+        "edgefleet_rollout_member_gate_failed",
+        "1 for each gate that failed a device in a running rollout or the newest one (the KPI by name)",
+        labels=["rollout", "device", "gate"],
+    )
+    for rollout_id, device_id, message in rows:
+        for gate in failed_gates(str(message or "")):
+            g.add_metric([rollout_id, device_id, gate], 1.0)
+    return g

@@ -84,6 +84,20 @@ def _expected(dev: Row | None, now: float, stale_s: float) -> bool:
     return bool(dev and now - dev["last_seen"] < stale_s)
 
 
+FAILED_PREFIX = "failed: "
+
+
+def _kept_reason(m: Row, then: str) -> str:
+    """A member's message on its way back: why it failed (its own gate), kept in front of what happens now,
+    so that ``rollout status`` and /metrics still name the gate after the rollback. A member rolled back
+    only because its wave aborted has no reason of its own."""
+    if m["state"] == "failed" and m["message"]:
+        return f"{FAILED_PREFIX}{m['message']}; {then}"
+    if m["message"].startswith(FAILED_PREFIX):
+        return f"{m['message'].rsplit('; rolling back to ', 1)[0]}; {then}"
+    return then
+
+
 def _serving(dev: Row, model_name: str) -> list[Row]:
     return [p for p in dev["pipelines"] if str(p.get("model_ref", "")).split(":")[0] == model_name]
 
@@ -319,7 +333,7 @@ class RolloutEngine:
                 self._set(ro, m, state="failed", message="superseded by a newer deployment")
             elif d["state"] == "applied":
                 if state == "rolling_back":
-                    self._set(ro, m, state="rolled_back", message=f"back on {m['previous_ref']}")
+                    self._set(ro, m, state="rolled_back", message=_kept_reason(m, f"back on {m['previous_ref']}"))
                 else:
                     at = d["done_at"] or now
                     self._set(ro, m, state="health", swapped_at=at, watch_since=at, message="watching health")
@@ -433,7 +447,8 @@ class RolloutEngine:
                     "health_window_s": 0.0,
                 }
             )
-            self._set(ro, m, state="rolling_back", command_id=cmd, message=f"rolling back to {m['previous_ref']}")
+            message = _kept_reason(m, f"rolling back to {m['previous_ref']}")
+            self._set(ro, m, state="rolling_back", command_id=cmd, message=message)
             touched.append(m["device_id"])
         return touched
 

@@ -3,9 +3,6 @@ rollout. Heavy imports (grpc, SQLAlchemy) happen inside the commands, so ``edgef
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,41 +10,10 @@ import typer
 
 __all__ = ["register"]
 
-ControllerOpt = Annotated[
-    str | None,
-    typer.Option("--controller", "-c", help="Controller host:port (default $EDGEFLEET_CONTROLLER or 127.0.0.1:50051)"),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    from edgefleet.sdk.kit import fail
-
-    return fail(message, code)
-
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Turn expected failures into one line on stderr and a non-zero exit (no traceback)."""
-    from edgefleet.sdk import EdgefleetError  # the root of CloudError and of the SDK's errors
-
-    try:
-        yield
-    except EdgefleetError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _address(controller: str | None) -> str:
-    from .._fleet_client import DEFAULT_CONTROLLER
-
-    return controller or os.environ.get("EDGEFLEET_CONTROLLER") or DEFAULT_CONTROLLER
-
-
-def _client(controller: str | None) -> Any:
-    from .._fleet_client import FleetClient
-    from ._security_commands import client_credentials
-
-    return FleetClient(_address(controller), **client_credentials())
+from ._shared import ControllerOpt, JsonOpt
+from ._shared import client as _client
+from ._shared import fail as _fail
+from ._shared import user_errors as _user_errors
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

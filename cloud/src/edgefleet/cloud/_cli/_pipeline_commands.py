@@ -4,11 +4,8 @@ in clear). Heavy imports happen inside the commands."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,38 +13,10 @@ import typer
 
 __all__ = ["register_pipelines"]
 
-# The same options and helpers as ``_commands`` (which imports this module: no import back).
-ControllerOpt = Annotated[
-    str | None,
-    typer.Option("--controller", "-c", help="Controller host:port (default $EDGEFLEET_CONTROLLER or 127.0.0.1:50051)"),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    from edgefleet.sdk.kit import fail
-
-    return fail(message, code)
-
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    from edgefleet.sdk import EdgefleetError
-
-    from .._errors import CloudError
-
-    try:
-        yield
-    except (CloudError, EdgefleetError) as exc:
-        raise _fail(str(exc)) from None
-
-
-def _client(controller: str | None) -> Any:
-    from .._fleet_client import DEFAULT_CONTROLLER, FleetClient
-    from ._security_commands import client_credentials
-
-    address = controller or os.environ.get("EDGEFLEET_CONTROLLER") or DEFAULT_CONTROLLER
-    return FleetClient(address, **client_credentials())
+from ._shared import ControllerOpt, JsonOpt
+from ._shared import client as _client
+from ._shared import fail as _fail
+from ._shared import user_errors as _user_errors
 
 
 def _console() -> Any:

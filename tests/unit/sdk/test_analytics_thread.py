@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefleet.sdk import AnalyticsStage, Pipeline, PipelineError, Result
+from edgefleet.sdk import AnalyticsStage, ModelChange, Pipeline, PipelineError, Result
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIP = ROOT / "models" / "media" / "vtest-300.mp4"
@@ -75,6 +75,69 @@ def test_decoding_goes_on_while_the_analytics_stages_work(toy_models: dict[str, 
     assert len(results) == 48
     for stream in ("cam0", "cam1"):
         assert [r.sequence for r in results if r.stream_id == stream] == list(range(24))
+
+
+class Sizes(AnalyticsStage):
+    """Notes the size and the serving versions of every call, and the model changes between them; waits
+    in its first call until ``release`` says so, and ``pause`` seconds in every call."""
+
+    def __init__(self, release: threading.Event | None = None, pause: float = 0.0) -> None:
+        self.release, self.pause = release, pause
+        self.events: list[tuple[str, object]] = []
+
+    def process(self, results: list[Result]) -> list[Result]:
+        first = not self.events
+        self.events.append(("call", [r.model_version for r in results]))
+        if first and self.release is not None:
+            self.release.wait(10.0)
+        time.sleep(self.pause)
+        return results
+
+    def on_model_change(self, change: ModelChange) -> None:
+        self.events.append(("change", change.new_version))
+
+
+def test_batches_that_waited_go_through_the_stages_in_one_call(toy_models: dict[str, Path]) -> None:
+    """The two batches decoded while the stages held the first one reach them as one call of four
+    frames, each stream's frames still in order and each once."""
+    release = threading.Event()
+    sizes = Sizes(release)
+    with Pipeline(toy_models["yolo"], SYNTH, max_batch=2, analytics=[sizes]) as p:
+        deadline = time.monotonic() + 10.0
+        while p.stats().queues.get("analytics", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        release.set()
+        results = list(p.results())
+    calls = [len(v) for kind, v in sizes.events if kind == "call"]  # type: ignore[arg-type]
+    assert calls[:2] == [2, 4]  # the first batch, then the two that waited behind it
+    assert sum(calls) == 48
+    for stream in ("cam0", "cam1"):
+        assert [r.sequence for r in results if r.stream_id == stream] == list(range(24))
+
+
+def test_batches_of_two_serving_versions_never_share_a_call(toy_models: dict[str, Path]) -> None:
+    """A slow stage (batches pile up behind it) across a hot swap: every call holds one version, and the
+    change is heard right before the new version's first call."""
+    sizes = Sizes(pause=0.02)
+    streams = [f"cam{i}=synthetic:?width=64&height=48&frames=120&fps=1000&live=false" for i in range(2)]
+    with Pipeline(toy_models["yolo"], streams, max_batch=2, analytics=[sizes]) as p:
+        swapper = None
+        results = []
+        for r in p.results(timeout=60):
+            results.append(r)
+            if swapper is None and r.sequence == 20:
+                swapper = threading.Thread(
+                    target=p.swap_model, args=(toy_models["yolo_v2"],), kwargs={"health_window_s": 0.0}
+                )
+                swapper.start()
+        assert swapper is not None
+        swapper.join(30)
+    calls = [v for kind, v in sizes.events if kind == "call"]
+    assert max(len(v) for v in calls) > 2  # batches were merged
+    assert all(len(set(v)) == 1 for v in calls)  # type: ignore[arg-type]
+    at = sizes.events.index(("change", "2.0.0"))
+    assert sizes.events[at - 1][1][0] == "1.0.0" and sizes.events[at + 1][1][0] == "2.0.0"  # type: ignore[index]
+    assert len(results) == 240
 
 
 class Breaks(AnalyticsStage):

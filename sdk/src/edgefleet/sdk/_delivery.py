@@ -12,7 +12,10 @@ Threads: without analytics stages one thread (``edgefleet-post``) does it all. W
 batch's results on through a bounded queue (two batches; it waits when that is full) to
 ``edgefleet-post``, the result thread, which runs the analytics stages and the sinks: the analytics of
 one batch overlap the decoding of the next, and the inference workers are never held up waiting for the
-result thread to decode. Order is kept: one thread each, a FIFO between them.
+result thread to decode. Order is kept: one thread each, a FIFO between them. When the result thread
+falls behind, it takes every decoded batch waiting for it (up to ``MERGE_FRAMES`` frames, never across a
+change of the serving version) through the analytics stages in one call: a vectorised stage's cost is
+mostly per call, so a busy pipeline pays it once for several batches instead of falling further behind.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from ._swap import Swapper
 __all__ = ["ResultStage", "model_info"]
 
 _log = logging.getLogger(__name__)
+#: the most frames the result thread hands to the analytics stages in one call, when batches wait for it
+MERGE_FRAMES = 256
 
 
 def model_info(model: LoadedModel) -> ModelInfo:
@@ -172,15 +177,18 @@ class ResultStage:
                         finally:
                             ready.discard()
             else:
+                carry: _Decoded | None = None
                 while True:
-                    item = flow.get(self.handoff)
+                    item = carry if carry is not None else flow.get(self.handoff)
                     if item is END:
                         break
+                    group, carry = self._gather(item)
                     try:
                         with self.lock:
-                            self.finish(item)
+                            self.finish_group(group)
                     finally:
-                        item.batch.discard()
+                        for done in group:
+                            done.batch.discard()
         except BaseException as exc:
             failure = exc
             raise
@@ -249,19 +257,58 @@ class ResultStage:
         ]
         return _Decoded(batch, results, self._announce(model))
 
-    def finish(self, item: _Decoded) -> None:
-        """The analytics stages, then the sinks and ``results()``, for one decoded batch."""
-        batch, results = item.batch, item.results
-        model = batch.model
+    def _gather(self, first: _Decoded) -> tuple[list[_Decoded], Any]:
+        """``first`` and the decoded batches already waiting behind it (up to ``MERGE_FRAMES`` frames), to
+        go through the analytics stages in one call; a batch announcing a change of the serving version
+        starts the next group (the stages hear of it before its results). Returns the group and what to
+        handle next (a batch, :data:`END`, or None: read the queue)."""
+        assert self.handoff is not None
+        group, frames = [first], len(first.results)
+        while frames < MERGE_FRAMES:
+            try:
+                nxt = self.handoff.get_nowait()
+            except queue.Empty:
+                return group, None
+            if nxt is END or nxt.change is not None:
+                return group, nxt
+            group.append(nxt)
+            frames += len(nxt.results)
+        return group, None
+
+    def finish_group(self, group: list[_Decoded]) -> None:
+        """Like :meth:`finish` for consecutive batches of one serving version: the analytics stages see
+        all their results in one call (the per-call cost of a vectorised stage is paid once)."""
+        if len(group) == 1:
+            self.finish(group[0])
+            return
+        merged = [r for item in group for r in item.results]
+        analysed = self._analyse(group[0], merged)
+        at = 0
+        for item in group:
+            n = len(item.results)
+            if not self.finish(item, analysed[at : at + n]):
+                return
+            at += n
+
+    def _analyse(self, first: _Decoded, results: list[Result]) -> list[Result]:
         shadow = self.swapper.shadow
         if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
             shadow.observe(results)
-        if self.analytics:
-            t0 = time.perf_counter()
-            if item.change is not None:
-                self.analytics.change(item.change)
-            results = self.analytics.process(results)
-            self.stages["analytics"].record(time.perf_counter() - t0, len(batch.frames))
+        if not self.analytics:
+            return results
+        t0 = time.perf_counter()
+        if first.change is not None:
+            self.analytics.change(first.change)
+        results = self.analytics.process(results)
+        self.stages["analytics"].record(time.perf_counter() - t0, len(results))
+        return results
+
+    def finish(self, item: _Decoded, analysed: list[Result] | None = None) -> bool:
+        """The analytics stages (unless ``analysed`` gives their output), then the sinks and ``results()``,
+        for one decoded batch. False: the pipeline is aborting."""
+        batch = item.batch
+        model = batch.model
+        results = self._analyse(item, item.results) if analysed is None else analysed
         self.quality.add(model.ref, results)
         t1 = time.perf_counter()
         for frame, result in zip(batch.frames, results, strict=True):
@@ -275,8 +322,9 @@ class ResultStage:
             stream.model_ref = model.ref
             self.stages["end_to_end"].record(time.monotonic() - frame.captured)
             if self.results is not None and not self.flow.put(self.results, result):
-                return
+                return False
         self.stages["sinks"].record(time.perf_counter() - t1, len(batch.frames))
+        return True
 
     def _announce(self, model: LoadedModel) -> ModelChange | None:
         """What the analytics stages must hear before this batch when its version is not the last one's:

@@ -402,13 +402,13 @@ def test_a_hung_connect_probe_does_not_hold_up_the_agents_exit(monkeypatch: pyte
     import asyncio
     import time
 
-    from edgefleet.edge import _agent
+    from edgefleet.edge import _channel_ready
 
     def hung(address: str, timeout_s: float) -> str | None:
         time.sleep(6)  # a resolver that does not answer
         return None
 
-    monkeypatch.setattr(_agent, "connect_problem", hung)
+    monkeypatch.setattr(_channel_ready, "connect_problem", hung)
     started = time.monotonic()
-    assert asyncio.run(_agent._connect_problem("cam.example:50051", 0.5)) == ""
+    assert asyncio.run(_channel_ready.probe_connect("cam.example:50051", 0.5)) == ""
     assert time.monotonic() - started < 3, "the agent's exit waited for the hung probe"

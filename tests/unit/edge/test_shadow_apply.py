@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgefleet.edge._agent import shadow_gate as agent_gate
+from edgefleet.edge._model_updates import shadow_gate as agent_gate
 from edgefleet.edge._pipeline_host import shadow_metrics
 from edgefleet.proto.v1 import agent_pb2
 from edgefleet.sdk._swap import shadow_gate

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,52 +20,25 @@ from google.protobuf.json_format import ParseDict
 
 from edgefleet.proto.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from edgefleet.sdk import EdgefleetError, ModelPackage, PipelineConfig, key_id, load_public_key
-from edgefleet.sdk.kit import can_probe, connect_problem, distribution_version
+from edgefleet.sdk.kit import distribution_version
 
 from ._background import background_executor
 from ._caps import detect_capabilities
+from ._channel_ready import ready_or_stopped
 from ._config import AgentConfig
-from ._errors import AgentError, ApplyError, ArtifactError, DownloadInterruptedError
-from ._fetch import download
+from ._errors import AgentError, ApplyError, DownloadInterruptedError
+from ._model_updates import ModelUpdates
 from ._modelstore import ModelStore
 from ._pipeline_host import PipelineHost
 from ._security import controller_channel
 from ._specs import SpecRunner
 from ._state import AgentState
-from ._telemetry import SwapPhase, TelemetryAgent, TelemetryError
+from ._telemetry import TelemetryAgent, TelemetryError
 
 __all__ = ["Agent", "load_trusted_keys"]
 
 _log = logging.getLogger(__name__)
 VERSION = distribution_version("edgefleet-edge")
-_STEPS = {
-    "verify": agent_pb2.STEP_VERIFYING,
-    "load": agent_pb2.STEP_LOADING,
-    "warmup": agent_pb2.STEP_WARMUP,
-    "gate": agent_pb2.STEP_GATE,
-    "cutover": agent_pb2.STEP_CUTOVER,
-    "health": agent_pb2.STEP_HEALTH,
-    "rollback": agent_pb2.STEP_ROLLED_BACK,
-    "done": agent_pb2.STEP_HEALTH,
-    "failed": agent_pb2.STEP_GATE,
-    "shadow": agent_pb2.STEP_GATE,  # the shadow phase is a gate before the cut-over
-}
-
-
-def shadow_gate(apply: agent_pb2.ApplyModel) -> dict[str, Any] | None:
-    """``ApplyModel.shadow`` as ``ShadowGate`` fields (0: default or not checked); None: no shadow phase."""
-    if not apply.HasField("shadow"):
-        return None
-    g = apply.shadow
-    sampling = {k: v for k, v in (("sample_rate", g.sample_rate), ("max_busy", g.max_busy)) if v > 0}
-    gate: dict[str, Any] = {"shadow": sampling}
-    if g.phase:
-        gate["phase"] = g.phase  # checked by the SDK: an unknown phase refuses the command, saying so
-    for key in ("min_frames", "max_s", "min_f1", "max_class_mix_shift", "max_detection_rate_change"):
-        value = getattr(g, key)
-        if value > 0:
-            gate[key] = value
-    return gate
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
@@ -78,6 +50,10 @@ def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Any]:
 
 
 class Agent:
+    """One device's agent: the composition of its pipelines (``hosts``), its model commands
+    (``models``, edgefleet.edge._model_updates), its pipeline spec (``specs``, edgefleet.edge._specs), its
+    telemetry, and the Connect session to the controller that feeds them commands."""
+
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         try:
@@ -95,14 +71,16 @@ class Agent:
         self.state = AgentState(config.state_dir / "state.json")
         self.hosts: dict[str, PipelineHost] = {}
         self.specs = SpecRunner(self)
+        self.models = ModelUpdates(self)
         self.status_interval_s = 5.0
         self.connected = asyncio.Event()
         self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
         self._inflight: set[str] = set()
         self._apply_lock = asyncio.Lock()
-        self._generation = 0
+        #: bumped by every model or spec command: a health window still running for an older one stands down
+        self.generation = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._caps = detect_capabilities(VERSION)
         self._background = background_executor(config.install_nice)  # downloads' writes, verify, install
         self.telemetry: TelemetryAgent | None = None
@@ -213,7 +191,7 @@ class Agent:
     # --- the connection ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, serve commands, reconnect on failure, until ``stop`` is set."""
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         c = self.config.controller
         failures = 0
         while not stop.is_set():
@@ -266,7 +244,7 @@ class Agent:
         ]
         async with controller_channel(c, options) as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
-            if not await _ready_or_stopped(channel, stop, c.connect_timeout_s, c.address):
+            if not await ready_or_stopped(channel, stop, c.connect_timeout_s, c.address):
                 return  # stopped while connecting: SIGTERM used to wait out the connect timeout
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue(maxsize=1000)
             hello = self._hello()
@@ -405,13 +383,13 @@ class Agent:
                     if cmd.WhichOneof("kind") == "apply":
                         ok, (message, ref, watching, last_good) = (
                             True,
-                            await self._apply(stub, cid, cmd.apply, cmd.rollout_id),
+                            await self.models.apply(stub, cid, cmd.apply, cmd.rollout_id),
                         )
                     elif cmd.WhichOneof("kind") == "spec":
                         ok, (message, ref, watching, last_good) = True, await self.specs.apply(cid, cmd.spec)
                     elif cmd.WhichOneof("kind") == "rollback":
-                        ok, message, ref = True, *await self._rollback(cid, cmd.rollback, cmd.rollout_id)
-                        last_good = True  # _rollback wrote it as last-good before returning
+                        ok, message, ref = True, *await self.models.rollback(cid, cmd.rollback, cmd.rollout_id)
+                        last_good = True  # rollback() wrote it as last-good before returning
                     else:
                         raise ApplyError("unknown command kind (is the agent older than the controller?)")
                 except DownloadInterruptedError as exc:
@@ -433,291 +411,3 @@ class Agent:
             return "spec/" + self.specs.ref(self.specs.current) if self.specs.current else ""
         name = cmd.apply.model.name if cmd.WhichOneof("kind") == "apply" else cmd.rollback.model_name
         return next((h.ref for h in self.hosts.values() if h.model_name == name), "")
-
-    def _progress(self, cid: str) -> Any:
-        loop = self._loop
-
-        def cb(stage: str, message: str) -> None:
-            if loop is not None:
-                loop.call_soon_threadsafe(self.event, cid, _STEPS.get(stage, agent_pb2.STEP_UNSPECIFIED), message)
-
-        return cb
-
-    async def _fetch_package(self, stub: Any, cid: str, m: common_pb2.ModelRef) -> ModelPackage:
-        root = self.store.installed(m.sha256)
-        if root is not None:
-            self.store.partial(m.sha256).unlink(missing_ok=True)  # a kill after the install left it
-            return self.store.load(root)
-        part = self.store.partial(m.sha256)
-        have = part.stat().st_size if part.exists() else 0
-        self.event(
-            cid,
-            agent_pb2.STEP_DOWNLOADING,
-            f"resuming at {have} of {m.size} bytes" if have else f"{m.size} bytes",
-            metrics={"offset": float(have), "size": float(m.size)},
-        )
-        rate = self.config.download_rate_limit_kbps * 125.0  # kilobits/s -> bytes/s
-        for attempt in range(3):
-            try:
-                await download(
-                    stub,
-                    sha256=m.sha256,
-                    size=m.size,
-                    dest=part,
-                    device_id=self.config.device_id,
-                    rate_limit_bps=rate,
-                    executor=self._background,
-                )
-                break
-            except DownloadInterruptedError as exc:
-                if attempt == 2:
-                    raise
-                _log.warning("%s; retrying", exc)
-                await asyncio.sleep(1.0 + attempt)
-        self.event(cid, agent_pb2.STEP_VERIFYING, "sha256, files and signature")
-        try:
-            loop = asyncio.get_running_loop()
-            pkg = await loop.run_in_executor(self._background, self.store.install, part, m.sha256, m.size)
-        except ArtifactError:
-            part.unlink(missing_ok=True)  # a bad download is not resumed
-            raise
-        part.unlink(missing_ok=True)
-        self.event(cid, agent_pb2.STEP_INSTALLING, f"installed {pkg.ref}")
-        return pkg
-
-    async def _apply(
-        self, stub: Any, cid: str, apply: agent_pb2.ApplyModel, rollout_id: str = ""
-    ) -> tuple[str, str, bool, bool]:
-        """Apply ``apply.model``: (message, ref, a health window watches it now, it is last-good now)."""
-        m = apply.model
-        ref = f"{m.name}:{m.version}"
-        hosts = [h for h in self.hosts.values() if h.model_name == m.name]
-        if not hosts:
-            raise ApplyError(f"no pipeline on {self.config.device_id} serves a model named {m.name}")
-        if all(h.ref == ref for h in hosts):
-            held = all(self.state.last_good(h.name).get("ref") == ref for h in hosts)
-            return f"already serving {ref}" + ("; it is last-good" if held else ""), ref, False, held
-        pkg = await self._fetch_package(stub, cid, m)
-        if pkg.ref != ref:
-            raise ArtifactError(f"artifact {m.sha256[:12]}… holds {pkg.ref}, not {ref}")
-        self.state.packages[ref] = {"sha256": m.sha256, "path": str(pkg.root)}
-        self.state.save()
-        window = self.config.health_window_s if self.config.health_window_s is not None else apply.health_window_s
-        done: list[tuple[PipelineHost, ModelPackage | None]] = []
-        for h in hosts:
-            before = h.package
-            before_ref = before.ref if before else h.ref
-            self._swap_event(h.name, SwapPhase.PHASE_STARTED, before_ref, ref, rollout_id=rollout_id)
-            t0 = time.perf_counter()
-            outcome = await asyncio.to_thread(h.swap, pkg, window, self._progress(cid), shadow_gate(apply))
-            took = time.perf_counter() - t0
-            kpis = {k: v for k, v in outcome.metrics.items() if k.startswith("shadow_")}
-            if kpis:  # the shadow phase's agreement, passed or not, for the controller's record
-                self.event(cid, agent_pb2.STEP_GATE, f"{h.name}: shadow agreement of {ref}", metrics=kpis)
-            if not outcome.ok:
-                why = f"refused at {outcome.stage}: {outcome.error}"
-                self._swap_event(
-                    h.name,
-                    SwapPhase.PHASE_FAILED,
-                    before_ref,
-                    ref,
-                    reason=why,
-                    duration_s=took,
-                    rollout_id=rollout_id,
-                )
-                for other, prev in done:  # keep every pipeline on one version
-                    if prev is not None:
-                        await asyncio.to_thread(other.rollback_to, prev, self._progress(cid))
-                        self._swap_event(
-                            other.name,
-                            SwapPhase.PHASE_ROLLED_BACK,
-                            prev.ref,
-                            ref,
-                            reason=f"pipeline {h.name} refused {ref}",
-                            rollout_id=rollout_id,
-                        )
-                raise ApplyError(
-                    f"{ref} refused at {outcome.stage}: {outcome.error}; {before.ref if before else '?'} keeps serving"
-                )
-            done.append((h, before))
-            self._swap_event(h.name, SwapPhase.PHASE_SUCCEEDED, before_ref, ref, duration_s=took, rollout_id=rollout_id)
-        self._generation += 1
-        task = asyncio.create_task(self._watch(cid, hosts, pkg, m.sha256, window, self._generation, rollout_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return f"serving {ref}" + (f"; watching health for {window:.0f} s" if window else ""), ref, True, False
-
-    def _finish(self, cid: str, ok: bool | None = None, message: str = "", *, last_good: bool = False) -> None:
-        """An apply's health window is over: its outcome is final (``ok`` None: keep the recorded one).
-        The caller saves the state."""
-        entry = self.state.commands.get(cid)
-        if entry is None:
-            return
-        entry.pop("provisional", None)
-        if ok is not None:
-            entry.update(ok=ok, message=message)
-        if last_good:
-            entry["last_good"] = True
-
-    async def _watch(
-        self,
-        cid: str,
-        hosts: list[PipelineHost],
-        pkg: ModelPackage,
-        sha: str,
-        window: float,
-        generation: int,
-        rollout_id: str = "",
-    ) -> None:
-        """After the health window, the new version becomes last-good; a rollback by the SDK is reported."""
-        deadline = time.monotonic() + window
-        while time.monotonic() < deadline:
-            await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
-            if generation != self._generation:
-                self._finish(cid)  # superseded by a newer command before its window ended
-                return
-            back = [h for h in hosts if h.ref != pkg.ref]
-            if back:
-                why = f"{pkg.ref} rolled back during its health window; {back[0].ref} serving"
-                self._finish(cid, False, why)
-                self.state.save()
-                for h in back:
-                    h.follow_rollback()
-                for h in back:
-                    self._swap_event(
-                        h.name,
-                        SwapPhase.PHASE_ROLLED_BACK,
-                        h.ref,
-                        pkg.ref,
-                        reason="health gate failed in the health window",
-                        rollout_id=rollout_id,
-                    )
-                self.event(cid, agent_pb2.STEP_ROLLED_BACK, why, model_ref=back[0].ref)
-                return
-        if generation != self._generation:
-            self._finish(cid)
-            return
-        for h in hosts:
-            old = self.state.serving.get(h.name)
-            if old is None and h.previous is not None:
-                old = {"ref": h.previous.ref, "sha256": "", "path": str(h.previous.root)}
-            if old is not None:
-                self.state.previous[h.name] = old
-            self.state.serving[h.name] = {"ref": pkg.ref, "sha256": sha, "path": str(pkg.root)}
-        self._finish(cid, last_good=True)
-        self.state.save()  # written and fsynced before the device says so
-        self.event(cid, agent_pb2.STEP_HEALTH, f"{pkg.ref} healthy; now last-good", model_ref=pkg.ref, last_good=True)
-
-    async def _rollback(self, cid: str, rb: agent_pb2.RollbackModel, rollout_id: str = "") -> tuple[str, str]:
-        hosts = [h for h in self.hosts.values() if h.model_name == rb.model_name]
-        if not hosts:
-            raise ApplyError(f"no pipeline serves a model named {rb.model_name}")
-        entry = self.state.packages.get(rb.to_ref)
-        if not entry or not entry.get("path"):
-            raise ApplyError(f"{rb.to_ref} is not held on this device any more")
-        pkg = self.store.load(Path(entry["path"]))
-        self._generation += 1
-        for h in hosts:
-            abandoned = h.ref
-            outcome = await asyncio.to_thread(h.rollback_to, pkg, self._progress(cid))
-            if not outcome.ok:
-                raise ApplyError(f"rollback to {rb.to_ref} failed at {outcome.stage}: {outcome.error}")
-            if abandoned != pkg.ref:
-                self._swap_event(
-                    h.name,
-                    SwapPhase.PHASE_ROLLED_BACK,
-                    pkg.ref,
-                    abandoned,
-                    reason="rollback ordered by the controller",
-                    rollout_id=rollout_id,
-                )
-            self.state.serving[h.name] = {
-                "ref": pkg.ref,
-                "sha256": entry.get("sha256", ""),
-                "path": str(pkg.root),
-            }
-        self.state.save()
-        return f"rolled back to {rb.to_ref}", rb.to_ref
-
-
-async def _ready_or_stopped(channel: Any, stop: asyncio.Event, timeout_s: float, address: str) -> bool:
-    """True once the channel is ready; False when ``stop`` is set first. Raises ConnectionError, saying
-    why, as soon as the channel fails and the address refuses connections or does not resolve; otherwise
-    TimeoutError after ``timeout_s``."""
-    ready = asyncio.ensure_future(_until_ready(channel, timeout_s, address))
-    stopped = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for f in (ready, stopped):
-            f.cancel()
-    if stopped in done:
-        if ready.done() and not ready.cancelled():
-            ready.exception()  # retrieved: stopping wins
-        return False
-    ready.result()  # raises ConnectionError / TimeoutError
-    return True
-
-
-async def _until_ready(channel: Any, timeout_s: float, address: str) -> None:
-    """Wait for the channel to become ready. gRPC only says "unavailable" (it keeps retrying inside the
-    channel), so the first time the channel fails, a direct connection attempt tells a refused port or an
-    unresolvable name, which are worth reporting at once, from trouble above TCP (TLS), which is not."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    state = channel.get_state(try_to_connect=True)
-    probed: str | None = None  # "" once a probe found nothing wrong below gRPC
-    while state is not grpc.ChannelConnectivity.READY:
-        if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and probed is None:
-            probed = await _connect_problem(address, deadline - loop.time())
-            if probed:
-                raise ConnectionError(probed)
-        change = asyncio.ensure_future(channel.wait_for_state_change(state))
-        try:
-            done, _ = await asyncio.wait({change}, timeout=max(0.0, deadline - loop.time()))
-        finally:
-            change.cancel()
-        if not done:
-            break
-        state = channel.get_state(try_to_connect=True)
-    else:
-        return
-    if probed is None:  # still connecting at the deadline: a silent host, or a slow handshake
-        probed = await _connect_problem(address, 2.0)
-        if probed:
-            raise ConnectionError(probed)
-    if can_probe(address):
-        raise TimeoutError(
-            f"no answer within {timeout_s:g} s: the address takes connections but no gRPC session came up "
-            "(TLS settings, or not an edgefleet controller there?)"
-        )
-    raise TimeoutError(f"no answer within {timeout_s:g} s")
-
-
-async def _connect_problem(address: str, budget_s: float) -> str:
-    """sdk ``connect_problem`` off the event loop, bounded (a name lookup has no timeout of its own);
-    "" when nothing is wrong below gRPC or nothing could be learnt in time. It runs on a daemon thread of
-    its own, not the loop's executor: ``asyncio.run`` joins that executor at exit, so a hung lookup would
-    hold up the agent's shutdown."""
-    timeout = min(2.0, max(0.5, budget_s))
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str | None] = loop.create_future()
-
-    def settle(value: str | None) -> None:
-        if not answer.done():
-            answer.set_result(value)
-
-    def probe() -> None:
-        try:
-            value = connect_problem(address, timeout)
-        except Exception:  # a probe that breaks only loses the better message
-            _log.debug("connect probe failed", exc_info=True)
-            value = None
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(settle, value)
-
-    threading.Thread(target=probe, name="connect-probe", daemon=True).start()
-    try:
-        return await asyncio.wait_for(answer, timeout + 1.0) or ""
-    except asyncio.TimeoutError:  # not the builtin on Python 3.10
-        return ""

@@ -212,8 +212,8 @@ class SpecRunner:
             self._save()
             return f"rolled back to {self.ref(entry)}: " + ("; ".join(lines) or "no change"), ref, False, True
         window = max(float(msg.health_window_s), spec.connect_timeout_s)
-        self.agent._generation += 1
-        task = asyncio.create_task(self._watch(cid, entry, window, self.agent._generation))
+        self.agent.generation += 1
+        task = asyncio.create_task(self._watch(cid, entry, window, self.agent.generation))
         self.agent._tasks.add(task)
         task.add_done_callback(self.agent._tasks.discard)
         return summary + f"; watching for {window:.0f} s", ref, True, False
@@ -261,21 +261,21 @@ class SpecRunner:
         deadline = time.monotonic() + window
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
-            if generation != agent._generation or self.current is not entry:
-                agent._finish(cid)
+            if generation != agent.generation or self.current is not entry:
+                agent.state.finish_command(cid)
                 return
         row = await asyncio.to_thread(self.status_row)
-        if generation != agent._generation or self.current is not entry:
-            agent._finish(cid)
+        if generation != agent.generation or self.current is not entry:
+            agent.state.finish_command(cid)
             return
         if row is None or not row["health"]["healthy"]:
             why = row["health"]["detail"] if row else "not running"
-            agent._finish(cid, False, f"{self.ref(entry)} unhealthy at the end of its window: {why}")
+            agent.state.finish_command(cid, False, f"{self.ref(entry)} unhealthy at the end of its window: {why}")
             agent.state.save()
             return
         self.last_good = entry
         self._save()  # written and fsynced before the device says so
-        agent._finish(cid, last_good=True)
+        agent.state.finish_command(cid, last_good=True)
         agent.state.save()
         agent.event(
             cid,

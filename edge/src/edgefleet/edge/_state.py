@@ -115,6 +115,20 @@ class AgentState:
         self.commands[command_id] = entry
         self.save()
 
+    def finish_command(
+        self, command_id: str, ok: bool | None = None, message: str = "", *, last_good: bool = False
+    ) -> None:
+        """A command's health window is over: its outcome is final (``ok`` None: keep the recorded one;
+        ``last_good``: its version is this device's last-good now). The caller saves the state."""
+        entry = self.commands.get(command_id)
+        if entry is None:
+            return
+        entry.pop("provisional", None)
+        if ok is not None:
+            entry.update(ok=ok, message=message)
+        if last_good:
+            entry["last_good"] = True
+
     def last_good(self, pipeline: str) -> dict[str, str]:
         """The pipeline's last-good entry as it is on disk ({} before its first health window passed)."""
         return dict(self.durable.get(pipeline) or {})

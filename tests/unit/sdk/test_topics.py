@@ -100,3 +100,20 @@ def test_the_acl_topics_are_the_topics_devices_publish_on() -> None:
     assert acl.shared_reads == tuple(f"$share/+/{t}" for t in acl.fleet_reads)
     assert acl.ack_writes == ("edgefleet/v1/lab/+/ack",)
     assert acl.too_deep == "edgefleet/v1/+/+/+/+/#"  # what %u makes of a "<role>/<name>" user name
+
+
+def test_agent_and_controller_speak_the_kits_scheme() -> None:
+    from edgefleet.cloud._telemetry._validate import KINDS, Rejected, parse_message
+    from edgefleet.edge._telemetry._messages import Identity, topic
+    from edgefleet.edge._telemetry._messages import ack_topic as edge_ack_topic
+
+    me = Identity("lab", "cam-1")
+    assert [topic(me, k) for k in TOPIC_KINDS] == [device_topic("lab", "cam-1", k) for k in TOPIC_KINDS]
+    assert edge_ack_topic(me) == ack_topic("lab", "cam-1")
+    assert tuple(KINDS) == TOPIC_KINDS  # the controller has a message class for every kind, no more
+    with pytest.raises(Rejected) as info:  # the kit parses it; the controller does not ingest its own acks
+        parse_message(ack_topic("lab", "cam-1"), b"{}", None, 4096)
+    assert info.value.reason == "topic"
+    with pytest.raises(Rejected, match="device 'MQ 1'") as info:
+        parse_message("edgefleet/v1/lab/MQ 1/telemetry", b"{}", None, 4096)
+    assert info.value.reason == "topic"

@@ -55,6 +55,7 @@ _ROOT = tuple(TOPIC_ROOT.split("/"))
 _ALL_KINDS = frozenset((*TOPIC_KINDS, ACK_KIND))
 # The name rule, capitals allowed: the controller has always stored fleets such as "Plant-A".
 _FLEET_RE = re.compile(NAME_RE.pattern, re.IGNORECASE | re.ASCII)
+_NOT_A_LEVEL = re.compile(r"\A(?:\$|\Z)|[/+#\x00]")  # empty, starting with $, or holding / + # NUL
 
 
 class TopicError(EdgefleetError, ValueError):
@@ -68,7 +69,7 @@ def topic_level_problem(value: str, *, wildcard: bool = False) -> str | None:
     allowed too."""
     if wildcard and value == "+":
         return None
-    if not value or any(c in value for c in "/+#\0") or value.startswith("$"):
+    if _NOT_A_LEVEL.search(value):
         return "must be one MQTT topic level (not empty, no / + # or NUL, not starting with $)"
     return None
 

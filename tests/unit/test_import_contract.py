@@ -6,6 +6,7 @@ the members share a basename that named different things (``_store.py``, ``_clie
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,6 @@ def test_role_names_are_not_reused_across_the_members() -> None:
 def test_no_runtime_member_uses_the_dev_broker() -> None:
     """The MQTT broker of the demo and the tests (tools/devbroker, distribution edgefleet-devbroker) is in
     no runtime distribution: no member imports it, none depends on it."""
-    import ast
-
     users = []
     for package, root in MEMBERS.items():
         for module, path in module_files(package, root).items():
@@ -90,3 +89,42 @@ def test_no_runtime_member_uses_the_dev_broker() -> None:
     for member in ("sdk", "proto", "edge", "cloud"):
         assert "devbroker" not in (REPO / member / "pyproject.toml").read_text(encoding="utf-8")
     assert not list(REPO.glob("*/src/edgefleet/*/_telemetry/_embedded_broker.py"))
+
+
+# The MQTT topic scheme is the kit's (edgefleet.sdk.kit: device_topic, topic_filters, acl_topics,
+# parse_topic): edge and cloud build and parse topics with it and never spell them again, so the agent, the
+# controller and the broker ACL cannot drift apart. Comments and docstrings may quote the scheme.
+TOPIC_SPELLINGS = ("edgefleet/v1", "$share/")
+
+
+def spelled_in_code(source: str, needles: tuple[str, ...]) -> list[int]:
+    """Lines of the string (or bytes) literals in ``source`` that hold one of ``needles``, docstrings and
+    other bare string statements left out (f-strings count: their literal parts are constants)."""
+    tree = ast.parse(source)
+    prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in prose:
+            text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+            if any(needle in text for needle in needles):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_topic_scheme_is_spelled_only_in_the_kit() -> None:
+    found = []
+    for package in ("edgefleet.edge", "edgefleet.cloud"):
+        for module, path in module_files(package, MEMBERS[package]).items():
+            found += [f"{module}:{line}" for line in spelled_in_code(path.read_text(encoding="utf-8"), TOPIC_SPELLINGS)]
+    assert found == [], "build or parse topics with edgefleet.sdk.kit (device_topic, topic_filters, parse_topic)"
+
+
+def test_the_spelling_checker_skips_prose_and_finds_code() -> None:
+    source = '''"""Topics: ``edgefleet/v1/<fleet>/<device>/<kind>``."""
+# edgefleet/v1 in a comment
+def f(fleet):
+    """edgefleet/v1 in a docstring."""
+    root = "edgefleet/v1"
+    return f"$share/g/{root}/{fleet}", b"edgefleet/v1/x", "other/v1"
+'''
+    assert spelled_in_code(source, TOPIC_SPELLINGS) == [5, 6, 6]

@@ -17,12 +17,13 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgefleet.cloud._telemetry._validate import Rejected, parse_message, parse_topic
+from edgefleet.cloud._telemetry._validate import Rejected, parse_message
 from edgefleet.edge._config import load_agent_config
 from edgefleet.edge._errors import AgentConfigError
 from edgefleet.proto.v1 import agent_pb2
 from edgefleet.sdk import EdgefleetError, IntegrityError, check_archive
 from edgefleet.sdk._manifest import parse_manifest
+from edgefleet.sdk.kit import TopicError, parse_topic
 
 EXAMPLES = int(os.environ.get("EDGEFLEET_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -115,8 +116,9 @@ def test_archive_checker(tmp_path: Path, entries: list[Any], garbage: bytes, cut
     ctype=st.none() | st.sampled_from(["application/json", "application/x-protobuf", "text/plain", ""]),
 )
 def test_mqtt_payload_decoder(topic: str, payload: bytes, ctype: str | None) -> None:
-    with contextlib.suppress(Rejected):
+    with contextlib.suppress(TopicError):
         parse_topic(topic)
+    with contextlib.suppress(Rejected):
         parse_message(topic, payload, ctype, 4096)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 
-from edgefleet.sdk.kit import format_validation_error, host_port_problem
+from edgefleet.sdk.kit import INGEST_SHARE_GROUP, format_validation_error, host_port_problem
 
 from ._auth import TLSFiles
 from ._errors import InvalidArgumentError, SettingsError
@@ -64,7 +64,7 @@ class ControllerSettings(BaseModel):
     mqtt_ca_file: Path | None = Field(None, description="CA of the broker's certificate (mqtts)")
     mqtt_cert_file: Path | None = Field(None, description="client certificate for the broker")
     mqtt_key_file: Path | None = Field(None, description="client key for the broker")
-    mqtt_share_group: str = Field("edgefleet-ingest", description="the ingest's shared-subscription group")
+    mqtt_share_group: str = Field(INGEST_SHARE_GROUP, description="the ingest's shared-subscription group")
     metrics_listen: str | None = Field(None, description="host:port for Prometheus /metrics; None: off")
     tls: TLSFiles | None = Field(None, description="mTLS files; None: plain text (the CLI demands --insecure)")
     admin_tokens: tuple[str, ...] = Field((), description='accepted as "authorization: Bearer <token>"')

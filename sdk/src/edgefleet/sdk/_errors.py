@@ -18,7 +18,9 @@ one type. Foreign errors (ONNX Runtime, OpenCV, PyAV) are translated where they 
     ├── DecoderError           a decoder is unknown or its parameters do not fit the outputs
     ├── SinkError              a sink cannot be opened or written
     ├── AnalyticsError         an analytics stage is unknown, misconfigured, or broke its contract
-    └── PipelineError          a stage failed while running (the stage's exception is the cause)
+    ├── PipelineError          a stage failed while running (the stage's exception is the cause)
+    └── TopicError             not an edgefleet MQTT topic, or a name that cannot be a level of one
+                               (``_topics``, also a ValueError)
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from edgefleet.sdk.kit import INGEST_SHARE_GROUP
+
 __all__ = ["register"]
 
 from ._shared import ControllerOpt, JsonOpt
@@ -108,7 +110,7 @@ def _controller_commands(grp: typer.Typer) -> None:
         mqtt_share_group: Annotated[
             str,
             typer.Option(help="Shared-subscription group of the ingest (the same on every replica; docs/security.md)"),
-        ] = "edgefleet-ingest",
+        ] = INGEST_SHARE_GROUP,
         metrics_listen: Annotated[
             str | None, typer.Option(help="Serve Prometheus /metrics on host:port (default: off)")
         ] = None,

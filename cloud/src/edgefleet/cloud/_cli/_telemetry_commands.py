@@ -49,12 +49,13 @@ def register(cli: Any) -> None:
     ) -> None:
         """Stream a device's status, telemetry and events live."""
         from edgefleet.sdk import EdgefleetError
+        from edgefleet.sdk.kit import TOPIC_KINDS
 
         from .._telemetry._mqtt_connection import parse_broker_url
         from .._telemetry._render import print_live
 
-        if kind not in ("+", "status", "telemetry", "events"):
-            raise _fail("--kind must be status, telemetry, events or +")
+        if kind != "+" and kind not in TOPIC_KINDS:
+            raise _fail(f"--kind must be {', '.join(TOPIC_KINDS)} or +")
         try:
             address = parse_broker_url(broker, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
             print_live(address, device, fleet=fleet, kind=kind, json_out=json_out, count=count, timeout=timeout)

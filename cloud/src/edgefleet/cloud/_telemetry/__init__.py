@@ -16,14 +16,13 @@ Topics and payloads: docs/telemetry.md.
 from __future__ import annotations
 
 from ._errors import TelemetryIngestError
-from ._ingest import INGEST_TOPIC, Ingester, IngesterState, IngestStats
+from ._ingest import Ingester, IngesterState, IngestStats
 from ._mqtt_connection import BrokerAddress, parse_broker_url
 from ._schema import create_tables, telemetry_metadata
 from ._telemetry_store import DeviceHealth, DeviceState, TelemetryStore, WriteResult, since_epoch
-from ._validate import Parsed, Rejected, parse_message, parse_topic
+from ._validate import Parsed, Rejected, parse_message
 
 __all__ = [
-    "INGEST_TOPIC",
     "BrokerAddress",
     "DeviceHealth",
     "DeviceState",
@@ -38,7 +37,6 @@ __all__ = [
     "create_tables",
     "parse_broker_url",
     "parse_message",
-    "parse_topic",
     "since_epoch",
     "telemetry_metadata",
 ]

@@ -12,11 +12,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-__all__ = ["AckPublisher", "ack_payload", "ack_topic"]
+from edgefleet.sdk.kit import ack_topic
 
-
-def ack_topic(fleet: str, device: str) -> str:
-    return f"edgefleet/v1/{fleet}/{device}/ack"
+__all__ = ["AckPublisher", "ack_payload"]
 
 
 def ack_payload(fleet: str, device: str, watermark: int, highest: int, replica: str, now: float) -> bytes:

@@ -28,6 +28,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from edgefleet.sdk.kit import INGEST_SHARE_GROUP, TOPIC_ROOT, topic_filters, topic_level_problem
+
 from ._acks import AckPublisher
 from ._buffered_client import BufferedClient
 from ._errors import TelemetryIngestError
@@ -36,12 +38,9 @@ from ._rejections import RejectionLog
 from ._telemetry_store import TelemetryStore
 from ._validate import KINDS, Parsed, Rejected, parse_message
 
-__all__ = ["INGEST_TOPIC", "SHARE_GROUP", "IngestStats", "Ingester", "IngesterState"]
+__all__ = ["IngestStats", "Ingester", "IngesterState"]
 
 _log = logging.getLogger(__name__)
-
-SHARE_GROUP = "edgefleet-ingest"
-INGEST_TOPIC = "edgefleet/v1/+/+/{status,telemetry,events}"  # one subscription per kind (not the acks)
 
 
 class IngesterState(str, enum.Enum):
@@ -89,9 +88,14 @@ class _DeviceLimiter:
         return ok
 
 
+_ROOT = TOPIC_ROOT + "/"
+
+
 def _device_key(topic: str) -> str | None:
+    """The rate limiter's key, on paho's network thread: cheaper than the kit's parse_topic, which the
+    writer thread runs on every message."""
     parts = topic.split("/")
-    if len(parts) != 5 or parts[0] != "edgefleet":
+    if len(parts) != 5 or not topic.startswith(_ROOT):
         return None  # rejected later as a wrong topic
     return f"{parts[2]}/{parts[3]}" + ("/status" if parts[4] == "status" else "")
 
@@ -140,7 +144,7 @@ class Ingester:
         device_rate_per_s: float | None = 200.0,
         device_burst: int = 5000,
         buffered_reads: bool = True,
-        share_group: str = SHARE_GROUP,
+        share_group: str = INGEST_SHARE_GROUP,
         acks: bool = True,
         ack_interval_s: float = 0.5,
         not_devices: frozenset[str] = frozenset(),
@@ -158,14 +162,14 @@ class Ingester:
         self.broker = broker
         self.store = store
         self.client_id = client_id or f"edgefleet-ingest-{socket.gethostname()}"
+        for what, value in (("fleet", fleet), ("share group", share_group)):
+            problem = None if value is None else topic_level_problem(value)
+            if problem is not None:
+                raise TelemetryIngestError(f"{what} {value!r} {problem}")
         level = "+" if fleet is None else fleet
-        if fleet is not None and (not fleet or any(c in fleet for c in "/+#") or fleet.startswith("$")):
-            raise TelemetryIngestError(f"fleet {fleet!r} is not a single MQTT topic level")
-        if not share_group or any(c in share_group for c in "/+#"):
-            raise TelemetryIngestError(f"share group {share_group!r} must be one topic level without + or #")
-        prefix = f"$share/{share_group}/" if shared else ""
-        self.topics = [f"{prefix}edgefleet/v1/{level}/+/{kind}" for kind in KINDS]
-        self.topic = f"{prefix}edgefleet/v1/{level}/+/{{{','.join(KINDS)}}}"  # how logs name them
+        # one subscription per kind (not the acknowledgements)
+        self.topics = topic_filters(fleet=level, kinds=KINDS, share_group=share_group if shared else None)
+        self.topic = f"{self.topics[0].rsplit('/', 1)[0]}/{{{','.join(KINDS)}}}"  # how logs name them
         self._not_devices = frozenset(not_devices)
         self._rejections = RejectionLog()
         self._rejections_saved = 0.0

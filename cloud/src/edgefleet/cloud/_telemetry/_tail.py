@@ -12,9 +12,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from edgefleet.sdk.kit import TOPIC_KINDS, TopicError, topic_filters
+
 from ._errors import TelemetryIngestError
 from ._mqtt_connection import BrokerAddress
-from ._validate import KINDS, Parsed, Rejected, parse_message
+from ._validate import Parsed, Rejected, parse_message
 
 __all__ = ["tail"]
 
@@ -34,14 +36,17 @@ def tail(
     """Yield each message (or its rejection) for ``device_id`` until ``timeout_s`` or the caller stops.
 
     Retained status arrives first. Uses a private, non-shared subscription: it sees every message, and
-    never takes one away from the ingesting controller replicas. A device id, fleet or kind that is not
-    one topic level raises TelemetryIngestError here, before anything connects.
+    never takes one away from the ingesting controller replicas. A device id or fleet that is not one topic
+    level (or ``+``), or a kind that is not status, telemetry, events or ``+``, raises
+    TelemetryIngestError here, before anything connects.
     """
-    for what, value in (("device id", device_id), ("fleet", fleet), ("kind", kind)):
-        if not value or "/" in value or "#" in value or ("+" in value and value != "+"):
-            raise TelemetryIngestError(f"{what} {value!r} must be one MQTT topic level (no / or #; + alone)")
-    kinds = list(KINDS) if kind == "+" else [kind]  # not the acknowledgements on .../ack
-    topics = [f"edgefleet/v1/{fleet}/{device_id}/{k}" for k in kinds]
+    if kind != "+" and kind not in TOPIC_KINDS:  # not the acknowledgements on .../ack
+        raise TelemetryIngestError(f"kind {kind!r} must be one of {', '.join(TOPIC_KINDS)} or +")
+    try:
+        kinds = TOPIC_KINDS if kind == "+" else (kind,)
+        topics = topic_filters(fleet=fleet, device=device_id, kinds=kinds)
+    except TopicError as exc:
+        raise TelemetryIngestError(str(exc)) from None
     return _tail(broker, topics, timeout_s, connect_timeout_s, max_payload_bytes)
 
 

@@ -9,7 +9,6 @@ are parsed by protobuf and kept as received.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -18,17 +17,16 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
-from edgefleet.sdk.kit import NAME_RE as _DEVICE_RE
+from edgefleet.sdk.kit import TopicError, parse_topic
 
 from ._protojson import FieldReader, Invalid, Unsupported, compile_message
 
-__all__ = ["KINDS", "Facts", "Parsed", "Rejected", "facts_of_json", "facts_of_message", "parse_message", "parse_topic"]
+__all__ = ["KINDS", "Facts", "Parsed", "Rejected", "facts_of_json", "facts_of_message", "parse_message"]
 
-TOPIC_ROOT = ("edgefleet", "v1")
+# The message of each kind a device publishes: the kit's TOPIC_KINDS (tests/unit/sdk/test_topics.py).
 KINDS: dict[str, Any] = {"status": pb.Status, "telemetry": pb.Telemetry, "events": pb.Event}
 _VALIDATORS = {kind: compile_message(cls.DESCRIPTOR) for kind, cls in KINDS.items()}
 SCHEMA = 2  # the newest payload revision this controller reads (1 and 2; docs/telemetry.md)
-_FLEET_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _INT64_MAX, _INT32_MAX = 2**63 - 1, 2**31 - 1  # telemetry_messages.seq / errors_total, devices.status_connection
 PROTOBUF = "application/x-protobuf"
 _ERROR_SWAP_PHASES = frozenset({pb.Event.Swap.PHASE_FAILED, pb.Event.Swap.PHASE_ROLLED_BACK})
@@ -103,19 +101,6 @@ class Parsed:
         return str(json_format.MessageToJson(self.message, indent=None))
 
 
-def parse_topic(topic: str) -> tuple[str, str, str]:
-    """``edgefleet/v1/<fleet>/<device>/<kind>`` -> (fleet, device, kind), kind one of status, telemetry,
-    events."""
-    parts = topic.split("/")
-    if len(parts) != 5 or tuple(parts[:2]) != TOPIC_ROOT or parts[4] not in KINDS or not parts[2] or not parts[3]:
-        raise Rejected("topic", f"not an edgefleet telemetry topic: {topic[:200]!r}")
-    # The agent's rules for ids (edge _config): '..', 'MQ 1' or a 5000-character level are not devices,
-    # and an id longer than the database column would fail the whole batch it is written in.
-    if not _DEVICE_RE.match(parts[3]) or not _FLEET_RE.match(parts[2]):
-        raise Rejected("topic", f"fleet or device id not allowed in {topic[:200]!r}")
-    return parts[2], parts[3], parts[4]
-
-
 def parse_message(
     topic: str,
     payload: bytes,
@@ -128,7 +113,14 @@ def parse_message(
     ``not_devices``: names known to belong to other roles (the controller's own certificates): with the
     generated broker ACL the topic's device level is the publisher's certificate name, so telemetry
     under one of them was not published by a device."""
-    fleet, device, kind = parse_topic(topic)
+    try:
+        # The kit's rules for ids: '..', 'MQ 1' or a 5000-character level are not devices, and an id longer
+        # than the database column would fail the whole batch it is written in.
+        fleet, device, kind = parse_topic(topic)
+    except TopicError as exc:
+        raise Rejected("topic", str(exc)) from None
+    if kind not in KINDS:  # the acknowledgements, which the controllers publish
+        raise Rejected("topic", f"not a telemetry topic (kind {kind!r}): {topic[:200]!r}")
     where = f"{fleet}/{device}"
     if device in not_devices:
         raise Rejected("not_a_device", f"{device!r} is the name of a non-device certificate", where)

@@ -13,6 +13,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
+from edgefleet.sdk.kit import ack_topic as _ack_topic
+from edgefleet.sdk.kit import device_topic, topic_level_problem
 
 __all__ = [
     "SCHEMA",
@@ -28,8 +30,6 @@ __all__ = [
 ]
 
 SCHEMA = 2  # 2: Stream.state, state_reason, state_seconds (docs/telemetry.md)
-TOPIC_ROOT = "edgefleet/v1"
-_KINDS = ("status", "telemetry", "events")
 
 
 class Encoding(str, enum.Enum):
@@ -69,20 +69,20 @@ class Identity:
         from ._errors import TelemetryError
 
         for name, value in (("fleet", self.fleet), ("device_id", self.device_id)):
-            if not value or any(c in value for c in "/+#\0") or value.startswith("$"):
-                raise TelemetryError(f"{name} {value!r} cannot be an MQTT topic level")
+            problem = topic_level_problem(value)
+            if problem is not None:
+                raise TelemetryError(f"{name} {value!r} {problem}")
 
 
 def topic(identity: Identity, kind: str) -> str:
-    """``edgefleet/v1/<fleet>/<device>/<kind>`` with kind one of status, telemetry, events."""
-    if kind not in _KINDS:
-        raise ValueError(f"unknown topic kind {kind!r}")
-    return f"{TOPIC_ROOT}/{identity.fleet}/{identity.device_id}/{kind}"
+    """``edgefleet/v1/<fleet>/<device>/<kind>`` with kind one of status, telemetry, events
+    (the kit's ``device_topic``; another kind raises its ``TopicError``, a ValueError)."""
+    return device_topic(identity.fleet, identity.device_id, kind)
 
 
 def ack_topic(identity: Identity) -> str:
     """``edgefleet/v1/<fleet>/<device>/ack``: the controllers' retained acknowledgement watermark."""
-    return f"{TOPIC_ROOT}/{identity.fleet}/{identity.device_id}/ack"
+    return _ack_topic(identity.fleet, identity.device_id)
 
 
 def parse_ack(payload: bytes, identity: Identity) -> tuple[int, int] | None:

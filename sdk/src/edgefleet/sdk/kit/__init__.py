@@ -4,6 +4,10 @@ share, so that edge and cloud import only public names and never ``edgefleet.sdk
 - names: :data:`NAME_RE`, the one rule for model names, device ids and fleet-CA names;
 - addresses: :func:`host_port_problem`, :func:`connect_problem`, :func:`can_probe`, :func:`tcp_problem`;
   MQTT broker URLs: :func:`parse_broker_url` and :class:`BrokerAddress` (one parser for agent and controller);
+- the MQTT topic scheme (``_topics``), ``edgefleet/v1/<fleet>/<device>/<kind>``: :data:`TOPIC_ROOT`,
+  :data:`TOPIC_KINDS`, :data:`ACK_KIND`, :func:`device_topic`, :func:`ack_topic`, :func:`topic_filters`
+  (with :data:`INGEST_SHARE_GROUP`), :func:`acl_topics` / :class:`AclTopics` (the broker ACL's),
+  :func:`parse_topic` and :class:`TopicError`, :func:`topic_level_problem`;
 - TLS: :func:`client_context`, fleet certificate roles (:data:`ROLES`, :func:`certificate_role`,
   :func:`common_name`);
 - redaction of credentials: :func:`redact`, :func:`redact_uri`;

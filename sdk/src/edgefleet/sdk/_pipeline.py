@@ -454,6 +454,9 @@ class Pipeline:
                     item.discard()
         if self._post is not None:
             self._post.drain()
+        for r in self._runners:
+            if r.reading_done.is_set():  # its frame memory goes now, not when this object is collected
+                r.pool = None
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
@@ -672,7 +675,7 @@ class Pipeline:
             **({"analytics": self._post.handoff.qsize()} if self._post and self._post.handoff else {}),
             "results": self._results.qsize(),
         }
-        queues |= {f"pool:{r.source.stream_id}": (r.pool.leases if r.pool else 0) for r in self._runners}
+        queues |= {f"pool:{r.source.stream_id}": r.leases for r in self._runners}
         copies = self.copies.snapshot()
         model = self._slot.current.ref if self._slot is not None else None
         batches = batch.batches if batch is not None else 0

@@ -238,13 +238,16 @@ def test_the_pools_counter_follows_the_slot_buffers(toy_models: dict[str, Path],
         own = sum(r.pool.size for r in p._runners if r.pool is not None)
         assert (during.pools - before.pools, during.slots - before.slots) == (2, own)
         assert during.bytes - before.bytes == own * 64 * 48 * 3
+        assert p.stats().frame_memory == {"pools": 2, "slots": own, "bytes": own * 64 * 48 * 3}
         p.add_source(_cam("z", width=320, height=240))
         time.sleep(0.3)
         added = live_frame_memory()
         assert added.slots - during.slots == buffers.live("z") > 0
         assert added.bytes - during.bytes == buffers.live("z") * 320 * 240 * 3
+        assert p.stats().frame_memory["bytes"] == added.bytes - before.bytes
         p.remove_source("z")
         assert live_frame_memory() == during
+        assert p.stats().frame_memory["slots"] == own
 
     _run(Pipeline(toy_models["yolo"], CAMS[:2], on_result=_ignore, max_batch=4), body)
     assert live_frame_memory() == before  # a closed pipeline keeps no slot

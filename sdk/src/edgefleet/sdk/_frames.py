@@ -135,6 +135,7 @@ class FramePool:
         self._slots = [FrameSlot(self, i, allocator(shape)) for i in range(count)]
         self._free: deque[FrameSlot] = deque(self._slots)
         self.allocations = count
+        self.nbytes = sum(s._nbytes for s in self._slots)  # every slot's memory
         _TALLY.add(1, 0, 0)
 
     def __del__(self, _add: Callable[[int, int, int], None] = _TALLY.add) -> None:

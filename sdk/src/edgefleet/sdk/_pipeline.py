@@ -676,6 +676,8 @@ class Pipeline:
             "results": self._results.qsize(),
         }
         queues |= {f"pool:{r.source.stream_id}": r.leases for r in self._runners}
+        pools = [r.pool for r in self._runners if r.pool is not None]
+        frame_memory = {"pools": len(pools), "slots": sum(q.size for q in pools), "bytes": sum(q.nbytes for q in pools)}
         copies = self.copies.snapshot()
         model = self._slot.current.ref if self._slot is not None else None
         batches = batch.batches if batch is not None else 0
@@ -696,6 +698,7 @@ class Pipeline:
             detections_by_label=dict(post.labels.most_common()) if post is not None else {},
             analytics=post.analytics.stats() if post is not None else {},
             quality=post.quality.snapshot() if post is not None else {},
+            frame_memory=frame_memory,
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:

@@ -2,7 +2,11 @@
 """Live changes under load: N live synthetic cameras in one pipeline while cameras, a sink and the zones
 stage are added, replaced and removed, beside a control pipeline of the same cameras with no change.
 Prints JSON: per pipeline the untouched streams' sequence gaps and drops, results, thread and RSS (and on
-cuda, GPU memory) before and after, and how long each kind of operation took.
+cuda, GPU memory) before and after, and how long each kind of operation took. Per cycle, beside the RSS:
+the frame-pool memory alive in the process (``frame_mb``, ``frame_pools``: every slot counted until its
+last reference goes), what of it the two pipelines' sources hold (``owned``) and the rest (``unowned``:
+removed sources' pools not freed yet; 0 when removal frees them), and the full garbage collections so
+far. RSS that grows while ``frame_mb`` stays flat is not our frame memory (on cuda: the driver's).
 
     .venv/bin/python tools/bench/live_changes_bench.py --streams 8 --fps 30 --cycles 4
     .venv/bin/python tools/bench/live_changes_bench.py --model models/nanodet-m --device cuda:0 \\
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import itertools
 import sys
 import tempfile
@@ -65,6 +70,22 @@ def gpu_used_mb(device: str) -> float | None:
         return None
 
 
+def frame_memory(*pipelines: Any) -> dict[str, Any]:
+    """The process's live frame pools (MB, pools, slots) and the MB of them the pipelines' sources hold."""
+    from edgefleet.sdk._frames import live_frame_memory
+
+    alive = live_frame_memory()
+    owned = sum(p.stats().frame_memory["bytes"] for p in pipelines)
+    return {
+        "frame_mb": round(alive.bytes / 2**20, 1),
+        "frame_pools": alive.pools,
+        "frame_slots": alive.slots,
+        "frame_owned_mb": round(owned / 2**20, 1),
+        "frame_unowned_mb": round((alive.bytes - owned) / 2**20, 1),
+        "gc_full_collections": gc.get_stats()[2]["collections"],
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import psutil  # type: ignore[import-untyped,unused-ignore]
 
@@ -93,7 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(args.warmup_s)
             before = {"threads": threading.active_count(), "rss_mb": proc.memory_info().rss / 2**20}
             before["gpu_used_mb"] = gpu_used_mb(args.device)
-            rss = []
+            before |= frame_memory(p, control)
+            rss, frames = [], []
             for cycle in range(args.cycles):
                 x = f"x{cycle}"
                 steps = [
@@ -110,8 +132,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     timings[name].append(time.perf_counter() - t0)
                     time.sleep(args.pause_s)
                 rss.append(proc.memory_info().rss / 2**20)
+                frames.append(frame_memory(p, control))
             after = {"threads": threading.active_count(), "rss_mb": proc.memory_info().rss / 2**20}
             after["gpu_used_mb"] = gpu_used_mb(args.device)
+            after |= frame_memory(p, control)
         finally:
             for q in (p, control):
                 q.stop()
@@ -144,6 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "before": before,
             "after": after,
             "rss_mb_per_cycle": [round(r, 1) for r in rss],
+            "frame_memory_per_cycle": {k: [f[k] for f in frames] for k in (frames[0] if frames else {})},
             "op_ms": {
                 k: {"median": round(sorted(v)[len(v) // 2] * 1000, 1), "max": round(max(v) * 1000, 1)}
                 for k, v in timings.items()

@@ -226,3 +226,28 @@ def test_removing_every_stream_idles_until_one_is_added(toy_models: dict[str, Pa
         p.stop()
         p.close()
     assert rec.seqs["n0"] == list(range(10))
+
+
+def test_a_stream_removed_past_its_timeout_with_results_in_flight_fails_nothing(toy_models: dict[str, Path]) -> None:
+    # A slow consumer: the removed camera's frames are still queued when its removal's timeout passes;
+    # their results come after it and must not fail the pipeline (its stream record is gone).
+    seen: list[str] = []
+
+    def slow(result: Result) -> None:
+        seen.append(result.stream_id)
+        time.sleep(0.01)
+
+    p = Pipeline(toy_models["yolo"], CAMS[:1], on_result=slow, max_batch=2).start()
+    try:
+        p.add_source("late=synthetic:?width=64&height=48&fps=200&queue=32")
+        time.sleep(0.3)
+        p.remove_source("late", timeout=0.01)
+        removed_at = len(seen)
+        time.sleep(1.0)
+        assert p.error is None
+    finally:
+        p.stop()
+        p.close()
+    assert p.error is None
+    assert "late" in seen[removed_at:], "no result of it was still in flight: the test did not test"
+    assert "late" not in p.stats().streams

@@ -316,10 +316,11 @@ class ResultStage:
                 self.labels[det.label] += 1
             for sink in self.sinks:
                 sink.write(result, frame)
-            stream = self.streams[frame.stream_id]
-            stream.results.add()
-            stream.observe_latency(result.latency_ms)
-            stream.model_ref = model.ref
+            stream = self.streams.get(frame.stream_id)
+            if stream is not None:  # None: a stream removed past its timeout, results still in flight
+                stream.results.add()
+                stream.observe_latency(result.latency_ms)
+                stream.model_ref = model.ref
             self.stages["end_to_end"].record(time.monotonic() - frame.captured)
             if self.results is not None and not self.flow.put(self.results, result):
                 return False

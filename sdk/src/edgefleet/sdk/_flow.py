@@ -46,9 +46,12 @@ class Batch:
         return self.lease.model
 
     def discard(self) -> None:
-        """Give back the frames' slots, the input buffer and the model lease (each at most once)."""
+        """Give back the frames' slots, the input buffer and the model lease (each at most once), and
+        let go of the frames: a stage thread keeps its last batch while it waits for the next, and a
+        removed stream's frame memory must not wait with it."""
         for f in self.frames:
             f.release()
+        self.frames.clear()  # (the list the batch stage formed it from, which that thread still holds)
         if self.buffer is not None:
             self.model.release_buffer(self.buffer)
             self.buffer = None

@@ -7,7 +7,9 @@ How each change stays clean:
   frames are batched with the rest from its first one. A removed source's runner is stopped on its own
   flag (a child of the pipeline's stop flag); what it had queued is still batched, and
   :meth:`LiveChanges.remove_source` returns once the last of those frames has its result delivered, so
-  no result of that stream comes after it. A replaced source goes on with the old one's stream id and
+  no result of that stream comes after it, and once its frame pool is freed (every slot, the one of
+  each frame in flight too: not at a later garbage collection), without waiting for a source slow to
+  close longer than its timeout. A replaced source goes on with the old one's stream id and
   the next sequence number. A new source that fails (a malformed URL; a camera that never answers keeps
   retrying) marks its own stream failed and never stops the pipeline.
 - **Sinks and analytics stages** are opened on the calling thread, then put in place between two batches
@@ -24,7 +26,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -178,7 +180,8 @@ class LiveChanges:
         _log.info("stream %s added (%s)", spec.stream_id, runner.display_uri)
 
     def _stop(self, runner: SourceRunner, timeout: float) -> StreamStats:
-        """Stop one source, let what it queued be delivered, then forget it. Returns its last stats."""
+        """Stop one source, let what it queued be delivered, then forget it and free its frame pool.
+        Returns its last stats."""
         p = self.p
         sid = runner.source.stream_id
         deadline = time.monotonic() + timeout
@@ -187,18 +190,16 @@ class LiveChanges:
         p._batch.batcher.retire(runner.queue)
         stop = runner.stop
         stop.set()
-        runner.join(max(0.0, deadline - time.monotonic()))
         metrics = p._streams[sid]
-        if runner.is_alive():
-            _log.warning("stream %s: its source is still closing; removed anyway", sid)
+        read = runner.reading_done.wait(max(0.0, deadline - time.monotonic()))
+        if not read:
+            _log.warning("stream %s: its source is still reading; removed anyway", sid)
         else:
+            runner.pool = None  # its loop is over: the free slots go now, each leased one with its frame
             expected = runner.queue.accepted - runner.queue.dropped
-            while metrics.results.total < expected and not p._flow.abort.is_set():
-                if time.monotonic() > deadline:
-                    left = expected - metrics.results.total
-                    _log.warning("stream %s: %d result(s) still in flight at removal", sid, left)
-                    break
-                time.sleep(0.005)
+            if not self._wait(lambda: metrics.results.total >= expected, deadline):
+                left = expected - metrics.results.total
+                _log.warning("stream %s: %d result(s) still in flight at removal", sid, left)
         if isinstance(stop, threading.Event):
             p._flow.stop_sources.forget(stop)
         with p._post.lock:
@@ -209,9 +210,27 @@ class LiveChanges:
             p._runners = [r for r in p._runners if r is not runner]
             p._specs = [s for s in p._specs if s.stream_id != sid]
             del p._streams[sid]
+        # Its frame memory, freed by the last frame's going (a source still reading keeps its pool until
+        # its thread ends): after the hooks, since a sink may let go of a frame there.
+        if read and not self._wait(lambda: runner.slots_alive() == 0, deadline):
+            _log.warning("stream %s: %d frame slot(s) still held after its removal", sid, runner.slots_alive())
+        runner.join(max(0.0, deadline - time.monotonic()))
+        if runner.is_alive():
+            _log.warning("stream %s: its source is still closing; removed anyway", sid)
         _log.info("stream %s removed", sid)
         final: StreamStats = metrics.snapshot()
         return final
+
+    def _wait(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Poll ``done`` until it is true (True) or ``deadline`` passes (False); the pipeline aborting
+        ends the wait too (nothing more will be delivered)."""
+        while not done():
+            if self.p._flow.abort.is_set():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
 
     # --- sinks -------------------------------------------------------------------------------------
     def _build_sink(self, sink: Sink | SinkConfig | Mapping[str, Any]) -> tuple[Sink, str]:

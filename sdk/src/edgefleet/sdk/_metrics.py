@@ -288,6 +288,8 @@ class PipelineStats:
     analytics: dict[str, dict[str, float | int]] = field(default_factory=dict)
     #: what the serving version and the one before it saw (``_quality``), by model ref, oldest first
     quality: dict[str, VersionQuality] = field(default_factory=dict)
+    #: the frame pools its sources hold now: ``pools``, ``slots``, ``bytes`` (a removed source's go at once)
+    frame_memory: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -454,6 +454,9 @@ class Pipeline:
                     item.discard()
         if self._post is not None:
             self._post.drain()
+        for r in self._runners:
+            if r.reading_done.is_set():  # its frame memory goes now, not when this object is collected
+                r.pool = None
         self._swapper.close()
         if self._slot is not None:
             self._slot.close()
@@ -672,7 +675,9 @@ class Pipeline:
             **({"analytics": self._post.handoff.qsize()} if self._post and self._post.handoff else {}),
             "results": self._results.qsize(),
         }
-        queues |= {f"pool:{r.source.stream_id}": (r.pool.leases if r.pool else 0) for r in self._runners}
+        queues |= {f"pool:{r.source.stream_id}": r.leases for r in self._runners}
+        pools = [r.pool for r in self._runners if r.pool is not None]
+        frame_memory = {"pools": len(pools), "slots": sum(q.size for q in pools), "bytes": sum(q.nbytes for q in pools)}
         copies = self.copies.snapshot()
         model = self._slot.current.ref if self._slot is not None else None
         batches = batch.batches if batch is not None else 0
@@ -693,6 +698,7 @@ class Pipeline:
             detections_by_label=dict(post.labels.most_common()) if post is not None else {},
             analytics=post.analytics.stats() if post is not None else {},
             quality=post.quality.snapshot() if post is not None else {},
+            frame_memory=frame_memory,
         )
 
     def source_frame_counts(self) -> dict[str, int | None]:

@@ -6,6 +6,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -77,6 +78,9 @@ class SourceRunner:
         self.max_frames = max_frames
         self.pool: FramePool | None = None
         self.pool_allocations = 0
+        self._slot_refs: list[weakref.ref[FrameSlot]] = []  # every pool's slots, weakly
+        #: set when the read loop is over (before the source closes): every frame it read is queued
+        self.reading_done = threading.Event()
         self.display_uri = redact_uri(source.spec.uri)
         self._thread = threading.Thread(target=self._run, name=f"source-{source.stream_id}", daemon=True)
         self._seq = 0
@@ -143,7 +147,22 @@ class SourceRunner:
                 )
             self.pool = FramePool(shape, self.pool_size, self.source.frame_allocator(self.allocator))
             self.pool_allocations += 1
+            self._slot_refs = [r for r in self._slot_refs if r() is not None] + self.pool.slot_refs()
         return self.pool
+
+    @property
+    def leases(self) -> int:
+        """Slots leased now: its pool's, or once the pool is let go of (removed, closed), the slots that
+        are still alive and leased (a frame never released)."""
+        pool = self.pool
+        if pool is not None:
+            return pool.leases
+        return sum(1 for r in self._slot_refs if (slot := r()) is not None and slot.leased)
+
+    def slots_alive(self) -> int:
+        """Slots of this runner's pools still alive: its pool's while it reads, then those that frames
+        in flight (or anything keeping a frame) still hold."""
+        return sum(1 for r in self._slot_refs if r() is not None)
 
     # --- the loop ----------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -158,6 +177,7 @@ class SourceRunner:
             self.metrics.set_error(redact(str(exc)) or type(exc).__name__)
             self.on_error(exc)
         finally:
+            self.reading_done.set()  # (before a slow source's close: its removal need not wait for that)
             try:
                 self.source.close()
             finally:

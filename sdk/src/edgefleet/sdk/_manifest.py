@@ -210,7 +210,10 @@ class QuantizationSpec(_Strict):
 
     method: Literal["onnxruntime-static-qdq"] = "onnxruntime-static-qdq"
     tool: str = Field(description="The quantizer and its version, e.g. onnxruntime 1.32.0")
-    weights: Literal["int8"] = "int8"
+    weights: Literal["int8", "int7"] = Field(
+        "int8",
+        description="int7: INT8 weights using 7 bits (ONNX Runtime's reduce_range; no saturation on x86 without VNNI)",
+    )
     activations: Literal["uint8", "int8"] = "uint8"
     calibration_method: str
     source: str = Field(description="name:version of the FP32 package")

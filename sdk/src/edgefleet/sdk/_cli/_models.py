@@ -151,6 +151,13 @@ def register_model_commands(cli: Cli) -> None:
         min_recall: Annotated[float, typer.Option(min=0, max=1, help="Detectors: least recall vs FP32")] = 0.95,
         min_precision: Annotated[float, typer.Option(min=0, max=1, help="Detectors: least precision vs FP32")] = 0.90,
         min_top1: Annotated[float, typer.Option(min=0, max=1, help="Classifiers: least top-1 agreement")] = 0.95,
+        full_range: Annotated[
+            bool,
+            typer.Option(
+                help="8-bit weights: only if every CPU it will run on has VNNI (or it runs on a GPU); "
+                "by default 7-bit, which x86 CPUs without VNNI run without saturating"
+            ),
+        ] = False,
         force: Annotated[bool, typer.Option(help="Replace OUT if it exists")] = False,
     ) -> None:
         """An INT8 (QDQ) version made with ONNX Runtime's quantization tools, checked against the FP32
@@ -170,6 +177,7 @@ def register_model_commands(cli: Cli) -> None:
             min_recall=min_recall,
             min_precision=min_precision,
             min_top1=min_top1,
+            full_range=full_range,
             force=force,
         )
         q = r.package.manifest.quantization

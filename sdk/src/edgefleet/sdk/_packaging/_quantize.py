@@ -4,7 +4,12 @@ quantization and checked against the FP32 version before anything is written.
 1. Calibration: the first ``frames`` frames of a clip or image folder, preprocessed exactly as the
    pipeline will (the package's own preprocessing), feed ONNX Runtime's calibrator (MinMax by default);
    weights INT8 per channel, activations UINT8 (the combination ONNX Runtime's x86 CPU kernels run fastest,
-   U8S8). Nodes that cannot be INT8 without breaking the model stay in floating point and are named in
+   U8S8). The weights use 7 of their 8 bits (ONNX Runtime's ``reduce_range``) unless ``full_range``: on an
+   x86 CPU without VNNI those kernels add pairs of u8 x s8 products in 16 bits, which saturate on
+   full-range weights (NanoDet-m's recall against FP32: 0.871 on such a CPU; 7-bit weights there, and
+   full-range ones on a CPU with VNNI, 0.957), and the CPUs a package will run on are not known when it
+   is made.
+   Nodes that cannot be INT8 without breaking the model stay in floating point and are named in
    the manifest: a ``Pad`` whose constant is not finite (the ``-inf`` border a max-pool pads with: as an
    INT8 range it would take every other value of that tensor to one level).
 2. The check: the next ``held_out`` frames, never seen in calibration, through both versions and the
@@ -149,7 +154,9 @@ def _tensors(pkg: ModelPackage, path: Path, skip: int, count: int) -> Iterator[n
         yield out
 
 
-def _quantize(pkg: ModelPackage, calibrate: Path, frames: int, method: str, dest: Path) -> tuple[str, ...]:
+def _quantize(
+    pkg: ModelPackage, calibrate: Path, frames: int, method: str, dest: Path, reduce_range: bool
+) -> tuple[str, ...]:
     try:
         import onnx
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -175,6 +182,7 @@ def _quantize(pkg: ModelPackage, calibrate: Path, frames: int, method: str, dest
                 per_channel=True,
                 activation_type=QuantType.QUInt8,
                 weight_type=QuantType.QInt8,
+                reduce_range=reduce_range,
                 calibrate_method={
                     "minmax": CalibrationMethod.MinMax,
                     "entropy": CalibrationMethod.Entropy,
@@ -261,6 +269,7 @@ def quantize_package(
     min_recall: float = 0.95,
     min_precision: float = 0.90,
     min_top1: float = 0.95,
+    full_range: bool = False,
     force: bool = False,
 ) -> QuantizeReport:
     """Write an INT8 (QDQ) version of the package at ``package`` into ``out`` (default: beside it,
@@ -271,7 +280,8 @@ def quantize_package(
 
     Raises :class:`QuantizationError` (nothing written) when the model cannot be quantized, the frames
     cannot be read, or the INT8 version falls below ``min_recall`` / ``min_precision`` (detectors) or
-    ``min_top1`` (classifiers)."""
+    ``min_top1`` (classifiers). ``full_range``: 8-bit weights (only where every CPU it will run on has
+    VNNI, or it runs on a GPU or TensorRT); by default 7-bit (see the module's docstring)."""
     pkg = load_package(package)
     m = pkg.manifest
     if method not in _METHODS:
@@ -314,12 +324,13 @@ def quantize_package(
             # ORT's quantizer divides by a zero scale for constant tensors and warns (it handles them), and
             # its histogram calibrators print their progress
             warnings.simplefilter("ignore")
-            left_in_float = _quantize(pkg, calibrate, frames, method, stage / model_name)
+            left_in_float = _quantize(pkg, calibrate, frames, method, stage / model_name, not full_range)
         import onnxruntime
 
         record: dict[str, Any] = {
             "tool": f"onnxruntime {onnxruntime.__version__}",
             "calibration_method": method,
+            "weights": "int8" if full_range else "int7",
             "source": pkg.ref,
             "source_sha256": file_sha256(pkg.model_path),
             "calibration": calibrate.name,

@@ -6,7 +6,8 @@ cuda, GPU memory) before and after, and how long each kind of operation took. Pe
 the frame-pool memory alive in the process (``frame_mb``, ``frame_pools``: every slot counted until its
 last reference goes), what of it the two pipelines' sources hold (``owned``) and the rest (``unowned``:
 removed sources' pools not freed yet; 0 when removal frees them), and the full garbage collections so
-far. RSS that grows while ``frame_mb`` stays flat is not our frame memory (on cuda: the driver's).
+far; on cuda, the pinned blocks of gone pools kept for reuse (``pinned_cached_mb``, freed gradually by
+a reaper: ``pinned_freed_blocks``). RSS that grows while these stay flat is not our frame memory.
 
     .venv/bin/python tools/bench/live_changes_bench.py --streams 8 --fps 30 --cycles 4
     .venv/bin/python tools/bench/live_changes_bench.py --model models/nanodet-m --device cuda:0 \\
@@ -83,7 +84,19 @@ def frame_memory(*pipelines: Any) -> dict[str, Any]:
         "frame_owned_mb": round(owned / 2**20, 1),
         "frame_unowned_mb": round((alive.bytes - owned) / 2**20, 1),
         "gc_full_collections": gc.get_stats()[2]["collections"],
+        **_pinned_cache(),
     }
+
+
+def _pinned_cache() -> dict[str, Any]:
+    """On cuda: the pinned blocks of gone pools kept for reuse (MB) and those given back so far."""
+    import sys
+
+    memory = sys.modules.get("edgefleet.sdk._cuda._memory")
+    if memory is None:
+        return {}
+    cache = memory.PINNED_CACHE
+    return {"pinned_cached_mb": round(cache.stats().nbytes / 2**20, 1), "pinned_freed_blocks": cache.freed}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Frame memory for the GPU path: pinned host slots (one fast DMA per frame), mapped pinned slots on
 integrated GPUs (Jetson: the GPU reads the slot where the decoder wrote it, no copy), and NV12 device
-slots for NVDEC. Every allocation is made once per pool slot and freed when the pool is collected."""
+slots for NVDEC. Every allocation is made once per pool slot; a pinned block whose pool is gone waits in
+:data:`PINNED_CACHE` for a pool of the same size, and is freed by its reaper, without stalling the GPU."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import numpy as np
 
 from ._array import DeviceImage
 from ._bindings import check, cudart, device_info, parse_device, use_device
+from ._pinned_cache import PinnedCache
 
 __all__ = [
+    "PINNED_CACHE",
     "HostBlock",
     "device_image_allocator",
     "mapped_device_pointer",
@@ -22,18 +25,33 @@ __all__ = [
 ]
 
 
+def _free_host(ptr: int) -> None:
+    cudart().cudaFreeHost(ptr)
+
+
+#: pinned blocks of pools that are gone, kept for the next pool of their size (see ``_pinned_cache``)
+PINNED_CACHE = PinnedCache(_free_host)
+
+
 class HostBlock:
-    """Page-locked host memory from ``cudaHostAlloc``; numpy arrays over it keep it alive (``base``)."""
+    """Page-locked host memory from ``cudaHostAlloc`` (or a cached block of the same size and kind);
+    numpy arrays over it keep it alive (``base``); when the last goes, the block goes to
+    :data:`PINNED_CACHE`."""
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, ordinal: int, mapped: bool) -> None:
-        rt = cudart()
-        use_device(ordinal)
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
         self.nbytes = int(np.prod(shape)) * self.dtype.itemsize
+        self.mapped = mapped
+        self.ordinal = ordinal
+        cached = PINNED_CACHE.take(max(1, self.nbytes), mapped, ordinal)
+        if cached is not None:
+            self.ptr, self.device_ptr = cached
+            return
+        rt = cudart()
+        use_device(ordinal)
         flags = rt.cudaHostAllocMapped if mapped else rt.cudaHostAllocDefault
         self.ptr = int(check(rt.cudaHostAlloc(max(1, self.nbytes), flags), f"cudaHostAlloc({self.nbytes})"))
-        self.mapped = mapped
         self.device_ptr = (
             int(check(rt.cudaHostGetDevicePointer(self.ptr, 0), "cudaHostGetDevicePointer")) if mapped else 0
         )
@@ -42,11 +60,11 @@ class HostBlock:
     def __array_interface__(self) -> dict[str, Any]:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3}
 
-    def __del__(self) -> None:
+    def __del__(self, _cache: PinnedCache = PINNED_CACHE) -> None:
         ptr, self.ptr = getattr(self, "ptr", 0), 0
         if ptr:
             with contextlib.suppress(Exception):  # interpreter shutdown
-                cudart().cudaFreeHost(ptr)
+                _cache.put(max(1, self.nbytes), self.mapped, self.ordinal, ptr, self.device_ptr)
 
 
 def pinned_array(

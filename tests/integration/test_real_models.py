@@ -131,6 +131,28 @@ def test_nanodet_int8_keeps_its_detections_on_held_out_frames(nanodet: Path, cli
     assert len(people) > 40  # ~9 people a frame on this clip
 
 
+def test_symmetric_int8_activations_for_tensorrt(nanodet: Path, clip: Path, tmp_path: Path) -> None:
+    """``--activations int8``: every QuantizeLinear/DequantizeLinear has an INT8 zero point of 0 (what
+    TensorRT takes), and the version still keeps NanoDet's detections on the held-out frames."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from edgefleet.sdk import load_package
+
+    out = tmp_path / "nanodet-int8-sym"
+    res = _quantize(str(nanodet), "--calibrate", str(clip), "--out", str(out), "--activations", "int8")
+    assert res.returncode == 0, res.stderr
+    pkg = load_package(out)
+    q = pkg.manifest.quantization
+    assert q is not None and q.activations == "int8" and q.weights == "int7"
+    assert q.recall is not None and q.recall >= 0.95 and q.precision is not None and q.precision >= 0.90
+    graph = onnx.load(str(pkg.model_path)).graph
+    inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    zero_points = [inits[n.input[2]] for n in graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2]
+    assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)
+
+
 def test_an_int8_version_below_its_minimum_is_not_written(nanodet: Path, clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "nope"
     res = _quantize(str(nanodet), "--calibrate", str(clip), "--out", str(out), "--frames", "30", "--held-out", "30",

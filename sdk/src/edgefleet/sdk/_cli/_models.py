@@ -158,6 +158,13 @@ def register_model_commands(cli: Cli) -> None:
                 "by default 7-bit, which x86 CPUs without VNNI run without saturating"
             ),
         ] = False,
+        activations: Annotated[
+            str,
+            typer.Option(
+                help="uint8 (ONNX Runtime's fastest on x86 CPUs) or int8: symmetric, zero point 0, as TensorRT "
+                "needs (Jetson, the TensorRT backend)"
+            ),
+        ] = "uint8",
         force: Annotated[bool, typer.Option(help="Replace OUT if it exists")] = False,
     ) -> None:
         """An INT8 (QDQ) version made with ONNX Runtime's quantization tools, checked against the FP32
@@ -178,6 +185,7 @@ def register_model_commands(cli: Cli) -> None:
             min_precision=min_precision,
             min_top1=min_top1,
             full_range=full_range,
+            activations=activations,
             force=force,
         )
         q = r.package.manifest.quantization

@@ -4,11 +4,12 @@ quantization and checked against the FP32 version before anything is written.
 1. Calibration: the first ``frames`` frames of a clip or image folder, preprocessed exactly as the
    pipeline will (the package's own preprocessing), feed ONNX Runtime's calibrator (MinMax by default);
    weights INT8 per channel, activations UINT8 (the combination ONNX Runtime's x86 CPU kernels run fastest,
-   U8S8). The weights use 7 of their 8 bits (ONNX Runtime's ``reduce_range``) unless ``full_range``: on an
-   x86 CPU without VNNI those kernels add pairs of u8 x s8 products in 16 bits, which saturate on
-   full-range weights (NanoDet-m's recall against FP32: 0.871 on such a CPU; 7-bit weights there, and
-   full-range ones on a CPU with VNNI, 0.957), and the CPUs a package will run on are not known when it
-   is made.
+   U8S8), or with ``activations="int8"`` symmetric INT8 activations (zero point 0: the only kind
+   TensorRT takes; ONNX Runtime's CPU kernels run it too, slower). The weights use 7 of their 8 bits
+   (ONNX Runtime's ``reduce_range``) unless ``full_range``: on an x86 CPU without VNNI those kernels
+   add pairs of u8 x s8 products in 16 bits, which saturate on full-range weights (NanoDet-m's recall
+   against FP32: 0.871 on such a CPU; 7-bit weights there, and full-range ones on a CPU with VNNI,
+   0.957), and the CPUs a package will run on are not known when it is made.
    Nodes that cannot be INT8 without breaking the model stay in floating point and are named in
    the manifest: a ``Pad`` whose constant is not finite (the ``-inf`` border a max-pool pads with: as an
    INT8 range it would take every other value of that tensor to one level).
@@ -155,7 +156,7 @@ def _tensors(pkg: ModelPackage, path: Path, skip: int, count: int) -> Iterator[n
 
 
 def _quantize(
-    pkg: ModelPackage, calibrate: Path, frames: int, method: str, dest: Path, reduce_range: bool
+    pkg: ModelPackage, calibrate: Path, frames: int, method: str, dest: Path, reduce_range: bool, activations: str
 ) -> tuple[str, ...]:
     try:
         import onnx
@@ -180,9 +181,10 @@ def _quantize(
                 reader,
                 quant_format=QuantFormat.QDQ,
                 per_channel=True,
-                activation_type=QuantType.QUInt8,
+                activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
                 weight_type=QuantType.QInt8,
                 reduce_range=reduce_range,
+                extra_options={"ActivationSymmetric": activations == "int8", "WeightSymmetric": True},
                 calibrate_method={
                     "minmax": CalibrationMethod.MinMax,
                     "entropy": CalibrationMethod.Entropy,
@@ -270,6 +272,7 @@ def quantize_package(
     min_precision: float = 0.90,
     min_top1: float = 0.95,
     full_range: bool = False,
+    activations: str = "uint8",
     force: bool = False,
 ) -> QuantizeReport:
     """Write an INT8 (QDQ) version of the package at ``package`` into ``out`` (default: beside it,
@@ -281,11 +284,14 @@ def quantize_package(
     Raises :class:`QuantizationError` (nothing written) when the model cannot be quantized, the frames
     cannot be read, or the INT8 version falls below ``min_recall`` / ``min_precision`` (detectors) or
     ``min_top1`` (classifiers). ``full_range``: 8-bit weights (only where every CPU it will run on has
-    VNNI, or it runs on a GPU or TensorRT); by default 7-bit (see the module's docstring)."""
+    VNNI, or it runs on a GPU or TensorRT); by default 7-bit (see the module's docstring). ``activations``:
+    ``"uint8"`` (ONNX Runtime's fastest on x86 CPUs) or ``"int8"``, symmetric (for TensorRT)."""
     pkg = load_package(package)
     m = pkg.manifest
     if method not in _METHODS:
         raise QuantizationError(f"--method must be one of {', '.join(_METHODS)}, got {method!r}")
+    if activations not in ("uint8", "int8"):
+        raise QuantizationError(f"--activations must be uint8 or int8, got {activations!r}")
     if m.task not in ("detection", "segmentation", "pose", "classification"):
         raise QuantizationError(f"{pkg.ref} is a {m.task} model: there is no accuracy check for it")
     if not m.model.lower().endswith(".onnx") or m.input.dtype != "float32":
@@ -324,13 +330,14 @@ def quantize_package(
             # ORT's quantizer divides by a zero scale for constant tensors and warns (it handles them), and
             # its histogram calibrators print their progress
             warnings.simplefilter("ignore")
-            left_in_float = _quantize(pkg, calibrate, frames, method, stage / model_name, not full_range)
+            left_in_float = _quantize(pkg, calibrate, frames, method, stage / model_name, not full_range, activations)
         import onnxruntime
 
         record: dict[str, Any] = {
             "tool": f"onnxruntime {onnxruntime.__version__}",
             "calibration_method": method,
             "weights": "int8" if full_range else "int7",
+            "activations": activations,
             "source": pkg.ref,
             "source_sha256": file_sha256(pkg.model_path),
             "calibration": calibrate.name,

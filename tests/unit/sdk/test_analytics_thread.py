@@ -59,16 +59,21 @@ def test_tracks_are_the_same_on_their_own_thread_as_on_the_decoding_thread() -> 
     assert "edgefleet-decode" in rec_beside.alive and "edgefleet-decode" not in rec_inline.alive
 
 
+def _hand_off_filled(p: Pipeline, batches: int = 2) -> int:
+    """Wait (10 s at most) until ``batches`` decoded batches wait for the analytics stages; how many do."""
+    deadline = time.monotonic() + 10.0
+    while p.stats().queues.get("analytics", 0) < batches and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return p.stats().queues["analytics"]
+
+
 def test_decoding_goes_on_while_the_analytics_stages_work(toy_models: dict[str, Path]) -> None:
     """While the stages hold their first batch, the next ones are decoded and wait in the bounded
     hand-off queue (two batches); on the decoding thread nothing would move."""
     release = threading.Event()
     rec = Recorder(release)
     with Pipeline(toy_models["yolo"], SYNTH, max_batch=2, analytics=[rec]) as p:
-        deadline = time.monotonic() + 10.0
-        while p.stats().queues.get("analytics", 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        waiting = p.stats().queues["analytics"]
+        waiting = _hand_off_filled(p)
         release.set()
         results = list(p.results())
     assert waiting == 2  # full: the decoder waits for room, nothing is dropped
@@ -103,9 +108,7 @@ def test_batches_that_waited_go_through_the_stages_in_one_call(toy_models: dict[
     release = threading.Event()
     sizes = Sizes(release)
     with Pipeline(toy_models["yolo"], SYNTH, max_batch=2, analytics=[sizes]) as p:
-        deadline = time.monotonic() + 10.0
-        while p.stats().queues.get("analytics", 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _hand_off_filled(p)
         release.set()
         results = list(p.results())
     calls = [len(v) for kind, v in sizes.events if kind == "call"]  # type: ignore[arg-type]

@@ -173,7 +173,7 @@ class ResultStage:
                             item = self.prepare(ready)
                             if item is not None:
                                 with self.lock:
-                                    self.finish(item)
+                                    self.finish([item])
                         finally:
                             ready.discard()
             else:
@@ -185,7 +185,7 @@ class ResultStage:
                     group, carry = self._gather(item)
                     try:
                         with self.lock:
-                            self.finish_group(group)
+                            self.finish(group)
                     finally:
                         for done in group:
                             done.batch.discard()
@@ -275,18 +275,16 @@ class ResultStage:
             frames += len(nxt.results)
         return group, None
 
-    def finish_group(self, group: list[_Decoded]) -> None:
-        """Like :meth:`finish` for consecutive batches of one serving version: the analytics stages see
-        all their results in one call (the per-call cost of a vectorised stage is paid once)."""
-        if len(group) == 1:
-            self.finish(group[0])
-            return
-        merged = [r for item in group for r in item.results]
-        analysed = self._analyse(group[0], merged)
+    def finish(self, group: list[_Decoded]) -> None:
+        """Consecutive decoded batches of one serving version (one, or those :meth:`_gather` found
+        waiting): the analytics stages on all their results in one call (a vectorised stage's per-call
+        cost paid once), then each batch's sinks and ``results()``."""
+        results = group[0].results if len(group) == 1 else [r for item in group for r in item.results]
+        analysed = self._analyse(group[0], results)
         at = 0
         for item in group:
             n = len(item.results)
-            if not self.finish(item, analysed[at : at + n]):
+            if not self._deliver(item, analysed[at : at + n]):
                 return
             at += n
 
@@ -303,12 +301,10 @@ class ResultStage:
         self.stages["analytics"].record(time.perf_counter() - t0, len(results))
         return results
 
-    def finish(self, item: _Decoded, analysed: list[Result] | None = None) -> bool:
-        """The analytics stages (unless ``analysed`` gives their output), then the sinks and ``results()``,
-        for one decoded batch. False: the pipeline is aborting."""
+    def _deliver(self, item: _Decoded, results: list[Result]) -> bool:
+        """One batch's analysed results to the sinks and ``results()``. False: the pipeline is aborting."""
         batch = item.batch
         model = batch.model
-        results = self._analyse(item, item.results) if analysed is None else analysed
         self.quality.add(model.ref, results)
         t1 = time.perf_counter()
         for frame, result in zip(batch.frames, results, strict=True):

@@ -13,8 +13,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from edgefleet.proto.v1 import telemetry_pb2 as pb
+from edgefleet.sdk.kit import ACK_KIND, TOPIC_KINDS, TopicError, device_topic, topic_level_problem
 from edgefleet.sdk.kit import ack_topic as _ack_topic
-from edgefleet.sdk.kit import device_topic, topic_level_problem
 
 __all__ = [
     "SCHEMA",
@@ -64,6 +64,8 @@ class Identity:
     device_id: str
     agent_version: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    #: its topics by kind (status, telemetry, events, ack), built and checked once by the kit
+    topics: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from ._errors import TelemetryError
@@ -72,17 +74,22 @@ class Identity:
             problem = topic_level_problem(value)
             if problem is not None:
                 raise TelemetryError(f"{name} {value!r} {problem}")
+        topics = {kind: device_topic(self.fleet, self.device_id, kind) for kind in TOPIC_KINDS}
+        topics[ACK_KIND] = _ack_topic(self.fleet, self.device_id)
+        object.__setattr__(self, "topics", topics)
 
 
 def topic(identity: Identity, kind: str) -> str:
-    """``edgefleet/v1/<fleet>/<device>/<kind>`` with kind one of status, telemetry, events
-    (the kit's ``device_topic``; another kind raises its ``TopicError``, a ValueError)."""
-    return device_topic(identity.fleet, identity.device_id, kind)
+    """``edgefleet/v1/<fleet>/<device>/<kind>`` with kind one of status, telemetry, events (built once,
+    by the kit's ``device_topic``); another kind raises ``TopicError``, a ValueError."""
+    if kind not in TOPIC_KINDS:
+        raise TopicError(f"unknown topic kind {kind!r}: one of {', '.join(TOPIC_KINDS)}")
+    return identity.topics[kind]
 
 
 def ack_topic(identity: Identity) -> str:
     """``edgefleet/v1/<fleet>/<device>/ack``: the controllers' retained acknowledgement watermark."""
-    return _ack_topic(identity.fleet, identity.device_id)
+    return identity.topics[ACK_KIND]
 
 
 def parse_ack(payload: bytes, identity: Identity) -> tuple[int, int] | None:

@@ -12,16 +12,18 @@ batching, decoding, the analytics and the sinks are all real, the inference is f
 synthetic frames of the clip's size (768x576, so boxes map back the same), S streams, batch B; every row
 of a batch gets the clip's next frame's outputs (the streams all show the clip, as gpu_bench runs it).
 
-Three settings, interleaved ``--repeats`` times so a change in the machine's load hits each alike:
+Four settings, interleaved ``--repeats`` times so a change in the machine's load hits each alike:
 ``without`` analytics, ``with`` ``[track, zones]`` (gpu_bench's zone and line) on their own thread (the
-default), ``with_inline`` the same on the decoding thread (``analytics_thread=False``). Figures: fps over
-the whole run and the process's CPU time per frame; the medians; how much slower each analytics setting
+default), ``with_inline`` the same on the decoding thread (``analytics_thread=False``), ``with_process``
+the same in the analytics process (``analytics_process=True``). Figures: fps over the whole run, the
+pipeline process's CPU time per frame and the analytics process's; the medians; how much slower each analytics setting
 is than ``without``. Every wait is bounded (the pipeline's own).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -87,15 +89,20 @@ def run_once(streams: int, batch: int, frames: int, setting: str) -> dict[str, f
         infer_workers=1,
         analytics=analytics,
         analytics_thread=setting != "with_inline",
+        analytics_process=setting == "with_process",
         on_result=lambda r: None,
     )
     c0 = time.process_time()
+    k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     stats = p.run()
     cpu = time.process_time() - c0
+    k1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the analytics process, waited for at the end
+    child = (k1.ru_utime - k0.ru_utime) + (k1.ru_stime - k0.ru_stime)
     st = stats.stages
     return {
         "fps": round(stats.fps, 1),
         "cpu_ms_per_frame": round(cpu / stats.results * 1000, 4),
+        "analytics_process_cpu_ms_per_frame": round(child / stats.results * 1000, 4),
         "detections_per_frame": round(sum(stats.detections_by_label.values()) / stats.results, 2),
         "mean_batch": round(stats.mean_batch, 2),
         **{f"{k}_ms_per_batch_p50": round(st[k].p50_ms, 3) for k in ("postprocess", "analytics", "sinks")},
@@ -121,7 +128,7 @@ def main() -> None:
         "frames_per_stream": args.frames,
         "recorded_frames": record(),
     }
-    settings = ("without", "with", "with_inline")
+    settings = ("without", "with", "with_inline", "with_process")
     runs: dict[str, list[dict[str, float]]] = {s: [] for s in settings}
     for _ in range(args.repeats):
         for s in settings:
@@ -131,7 +138,7 @@ def main() -> None:
     base = med["without"]
     result["runs"] = runs
     result["median"] = med
-    for s in ("with", "with_inline"):
+    for s in ("with", "with_inline", "with_process"):
         result[f"{s}_fps_slower_pct"] = round((1 - med[s]["fps"] / base["fps"]) * 100, 2)
         result[f"{s}_cpu_per_frame_more_pct"] = round(
             (med[s]["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] - 1) * 100, 2

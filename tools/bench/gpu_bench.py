@@ -23,13 +23,14 @@ count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes
 CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run), --analytics none,track
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
-decoding thread, ``analytics_thread=False``; with either the pipeline suite also runs NanoDet at 64 streams).
+decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
+``analytics_process=True``; with any of them the pipeline suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
 
     python tools/bench/gpu_bench.py --models DIR --clip CLIP.mp4 --out h200-analytics.json \
         --suite pipeline,density --only nanodet-fp32 --streams 64 --density-streams 64 \
-        --analytics none,track,track-inline
+        --analytics none,track,track-inline,track-process
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ ANALYTICS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 ANALYTICS["track-inline"] = ANALYTICS["track"]  # the same stages on the decoding thread (analytics_thread=False)
+ANALYTICS["track-process"] = ANALYTICS["track"]  # the same stages in the analytics process (analytics_process=True)
 
 
 def _env() -> dict[str, Any]:
@@ -393,6 +395,7 @@ def _pipeline(
         infer_workers=workers,
         analytics=ANALYTICS[analytics],
         analytics_thread=not analytics.endswith("-inline"),
+        analytics_process=analytics.endswith("-process"),
     )
     with EngineSampler() as engines:
         p.start()
@@ -536,7 +539,9 @@ def main(argv: list[str]) -> None:
     )
     ap.add_argument("--infer-workers", default="1", help="comma list: pipeline/density cells run once per count")
     ap.add_argument(
-        "--analytics", default="none", help="comma list of none, track, track-inline: cells run once per setting"
+        "--analytics",
+        default="none",
+        help="comma list of none, track, track-inline, track-process: cells run once per setting",
     )
     ap.add_argument(
         "--switch-interval",

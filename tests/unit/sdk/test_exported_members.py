@@ -33,6 +33,7 @@ EXPECTED = {
     "DecoderError",
     "DecoderParams",
     "Detection",
+    "Detections",
     "EdgefleetError",
     "Frame",
     "InputBuffer",

@@ -367,7 +367,7 @@ class _Recorder(AnalyticsStage):
         self.changes.append(change)
 
 
-def _swap_run(first: Path, second: Path) -> tuple[dict[str, list[Result]], _Recorder]:
+def _swap_run(first: Path, second: Path, process: bool) -> tuple[dict[str, list[Result]], _Recorder]:
     import threading
     from collections import defaultdict
 
@@ -376,7 +376,7 @@ def _swap_run(first: Path, second: Path) -> tuple[dict[str, list[Result]], _Reco
     recorder = _Recorder()
     streams = [f"cam{i}=synthetic:?width=320&height=240&fps=30&frames=90&live=false" for i in range(2)]
     out: dict[str, list[Result]] = defaultdict(list)
-    with Pipeline(first, streams, max_batch=2, analytics=[TrackConfig(), recorder]) as p:
+    with Pipeline(first, streams, max_batch=2, analytics=[TrackConfig(), recorder], analytics_process=process) as p:
         swapper = None
         for r in p.results(timeout=60):
             out[r.stream_id].append(r)
@@ -388,8 +388,11 @@ def _swap_run(first: Path, second: Path) -> tuple[dict[str, list[Result]], _Reco
     return out, recorder
 
 
-def test_a_swap_to_a_model_with_none_of_the_old_labels_ends_every_track(toy_models: dict[str, Path]) -> None:
-    per_stream, recorder = _swap_run(toy_models["yolo"], toy_models["yolo_v2"])  # person, car, dog -> a..e
+@pytest.mark.parametrize("process", [False, True], ids=["here", "analytics-process"])
+def test_a_swap_to_a_model_with_none_of_the_old_labels_ends_every_track(
+    toy_models: dict[str, Path], process: bool
+) -> None:
+    per_stream, recorder = _swap_run(toy_models["yolo"], toy_models["yolo_v2"], process)  # person, car, dog -> a..e
     assert [(c.kind, c.old_version, c.new_version) for c in recorder.changes] == [("cutover", "1.0.0", "2.0.0")]
     assert recorder.tracked > 0
     for rs in per_stream.values():
@@ -405,15 +408,16 @@ def test_a_swap_to_a_model_with_none_of_the_old_labels_ends_every_track(toy_mode
         assert min(i for _, i in after) > max(i for _, i in before)  # new tracks, new ids: none reused
 
 
+@pytest.mark.parametrize("process", [False, True], ids=["here", "analytics-process"])
 def test_a_swap_to_another_input_size_with_the_same_labels_keeps_every_id(
-    toy_models: dict[str, Path], tmp_path: Path
+    toy_models: dict[str, Path], tmp_path: Path, process: bool
 ) -> None:
     from tests.support.onnx_models import yolo_package
 
     # same labels, another input size; its constant head puts the boxes at the same places in the frame
     boxes = [(48.0, 48.0, 24.0, 24.0, 0, 0.9), (49.5, 48.0, 24.0, 24.0, 0, 0.8), (15.0, 15.0, 12.0, 12.0, 1, 0.7)]
     bigger = yolo_package(tmp_path / "v2", version="2.0.0", size=96, boxes=boxes)
-    per_stream, _ = _swap_run(toy_models["yolo"], bigger)
+    per_stream, _ = _swap_run(toy_models["yolo"], bigger, process)
     for rs in per_stream.values():
         cut = next(i for i, r in enumerate(rs) if r.model_version == "2.0.0")
         ids = [{(d.label, d.track_id) for d in r.detections if d.track_id} for r in rs[2:]]

@@ -25,6 +25,7 @@ from ._decoders import Decoder as Decoder
 from ._decoders import DecoderConfig as DecoderConfig
 from ._decoders import DecoderParams as DecoderParams
 from ._decoders import register_decoder as register_decoder
+from ._detections import Detections as Detections
 from ._errors import AnalyticsError as AnalyticsError
 from ._errors import BackendError as BackendError
 from ._errors import BackendUnavailableError as BackendUnavailableError

@@ -82,6 +82,12 @@ class PipelineConfig(_Strict):
         description="With analytics stages: run them and the sinks on a thread of their own, beside the "
         "decoding (False: on the decoding thread, one after the other; docs/benchmarks.md measures both)",
     )
+    analytics_process: bool = Field(
+        False,
+        description="Run the built-in analytics stages (track, zones) in a process of their own, off the "
+        "pipeline's GIL: for many streams on a GPU, where the pipeline's Python work bounds its throughput "
+        "(docs/gpu.md measures it); an app's own stages stay in the pipeline's process",
+    )
     keep_raw: bool = Field(
         False,
         description="Attach the raw output tensors to each result (on a GPU this also turns off the GPU "

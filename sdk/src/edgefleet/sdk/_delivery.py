@@ -33,6 +33,7 @@ from typing import Any, Literal
 from ._analytics import ModelChange
 from ._analytics._runner import AnalyticsRunner, ModelInfo
 from ._decoders import Decoded
+from ._detections import label_counts
 from ._errors import PipelineError
 from ._flow import END, Batch, Flow
 from ._metrics import CopyCounter, StageMetrics, StreamMetrics
@@ -307,9 +308,8 @@ class ResultStage:
         model = batch.model
         self.quality.add(model.ref, results)
         t1 = time.perf_counter()
+        label_counts((r.detections for r in results), into=self.labels)
         for frame, result in zip(batch.frames, results, strict=True):
-            for det in result.detections:
-                self.labels[det.label] += 1
             for sink in self.sinks:
                 sink.write(result, frame)
             stream = self.streams.get(frame.stream_id)

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from ._analytics import ANALYTICS, AnalyticsConfig, AnalyticsStage
 from ._analytics._base import AnalyticsContext
 from ._delivery import model_info
-from ._errors import ConfigError, EdgefleetError, PipelineError
+from ._errors import AnalyticsError, ConfigError, EdgefleetError, PipelineError
 from ._frames import FrameQueue, OverflowPolicy
 from ._health import stall_seconds
 from ._metrics import StreamMetrics, StreamStats
@@ -309,10 +309,10 @@ class LiveChanges:
             config = stage if isinstance(stage, AnalyticsConfig) else ANALYTICS.coerce(stage)
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc, "analytics")) from None
-        built = ANALYTICS.build(config)
-        if not isinstance(built, AnalyticsStage):
-            raise ConfigError(f"analytics {config.type!r}: its factory returned a {type(built).__name__}")
-        return built, config.type
+        try:
+            return self._runner().stage(config), config.type
+        except AnalyticsError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _open_stage(self, stage: AnalyticsStage) -> None:
         p = self.p

@@ -95,6 +95,7 @@ class Pipeline:
         keep_raw: bool = False,
         infer_workers: int | None = None,
         analytics_thread: bool = True,
+        analytics_process: bool = False,
         result_queue: int = 256,
         frame_upload: bool = False,
         name: str = "default",
@@ -125,6 +126,7 @@ class Pipeline:
             infer_workers=infer_workers,
             frame_upload=frame_upload,
             analytics_thread=analytics_thread,
+            analytics_process=analytics_process,
             analytics=tuple(a for a in analytics if not isinstance(a, AnalyticsStage)),
             sinks=tuple(k for k in sinks if not isinstance(k, Sink)),
         )
@@ -212,6 +214,7 @@ class Pipeline:
             keep_raw=config.keep_raw,
             infer_workers=config.infer_workers,
             analytics_thread=config.analytics_thread,
+            analytics_process=config.analytics_process,
             frame_upload=config.frame_upload,
             name=name,
             services=services,
@@ -272,7 +275,7 @@ class Pipeline:
             if self._workers > 1 and not model.backend.concurrent_infer:
                 self._workers = 1  # e.g. TensorRT: one execution context, one worker
             self._slot = ModelSlot(model)
-            analytics = AnalyticsRunner.build(self._analytics)
+            analytics = AnalyticsRunner.build(self._analytics, process=self.config.analytics_process)
             analytics.open([s.stream_id for s in self._specs], model_info(model))
             stack.callback(analytics.close)
             for sink in self._sinks:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ._detections import TRACK_NEW, Detections, label_counts
 from ._results import Result
 
 __all__ = ["QualityMeter", "VersionQuality"]
@@ -69,7 +70,9 @@ class QualityMeter:
 
     def add(self, model_ref: str, results: Sequence[Result]) -> None:
         """Result thread: one batch's results, all from ``model_ref``."""
-        scores: list[float] = []
+        scores: list[np.ndarray] = []
+        record_scores: list[float] = []
+        columnar: list[Detections] = []
         with self._lock:
             c = self._versions.get(model_ref)
             if c is None:
@@ -80,20 +83,33 @@ class QualityMeter:
                 self._versions.move_to_end(model_ref)
             for r in results:
                 c.frames += 1
-                n = len(r.detections)
+                dets = r.detections
+                n = len(dets)
                 c.detections += n
+                c.ended += len(r.ended_tracks)
                 if n == 0:
                     c.empty += 1
-                for d in r.detections:
-                    c.labels[d.label] += 1
-                    scores.append(d.score)
-                    if d.track_state == "new":
-                        c.new_tracks += 1
-                if not r.detections and r.classifications:
-                    c.labels[r.classifications[0].label] += 1
-                c.ended += len(r.ended_tracks)
+                    if r.classifications:
+                        c.labels[r.classifications[0].label] += 1
+                elif isinstance(dets, Detections):  # counted below, a few numpy calls for the batch
+                    columnar.append(dets)
+                    scores.append(dets.scores)
+                else:
+                    for d in dets:
+                        record_scores.append(d.score)
+                        if d.track_state == "new":
+                            c.new_tracks += 1
+                    label_counts((dets,), into=c.labels)
+            if columnar:
+                label_counts(columnar, into=c.labels)
+                tracked = [d.track_states for d in columnar if d.tracked]
+                if tracked:
+                    c.new_tracks += int(np.count_nonzero(np.concatenate(tracked) == TRACK_NEW))
+            if record_scores:
+                scores.append(np.asarray(record_scores))
             if scores:
-                idx = np.clip((np.asarray(scores) * _BINS).astype(np.int64), 0, _BINS - 1)
+                flat = np.concatenate(scores) if len(scores) > 1 else scores[0]
+                idx = np.clip((flat * _BINS).astype(np.int64), 0, _BINS - 1)
                 c.scores += np.bincount(idx, minlength=_BINS)
 
     def snapshot(self) -> dict[str, VersionQuality]:

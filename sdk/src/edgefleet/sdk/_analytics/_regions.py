@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from .._detections import Detections
 from .._results import Result, with_analytics
 from ._base import AnalyticsConfig, AnalyticsStage
 from ._zones import BatchObjects, Ended, FrameRef, RegionEngine, RegionSpec
@@ -148,31 +149,35 @@ class ZonesStage(AnalyticsStage):
         ids: list[int] = []
         labels: list[str] = []
         class_ids: list[int] = []
-        boxes: list[tuple[float, float, float, float]] = []
+        boxes: list[np.ndarray] = []
         offsets = [0]
         frames = []
         for r in results:
-            if self._untracked >= 0 and r.detections:
-                self._check_tracking(r)
-            for d in r.detections:
-                if d.track_id is not None:
-                    ids.append(d.track_id)
-                    labels.append(d.label)
-                    class_ids.append(d.class_id)
-                    boxes.append(d.box)
+            d = r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
+            if self._untracked >= 0 and len(d):
+                self._check_tracking(d)
+            if d.tracked and len(d):
+                keep = d.track_ids > 0
+                if keep.any():
+                    ids += d.track_ids[keep].tolist()
+                    class_ids += d.class_ids[keep].tolist()
+                    table = d.label_table
+                    labels += [table[i] for i in d.label_index[keep].tolist()]
+                    boxes.append(d.boxes[keep])
             offsets.append(len(ids))
             ended = [Ended(e.track_id, e.label, e.class_id, e.box, e.last_seen) for e in r.ended_tracks]
             frames.append(FrameRef(r.stream_id, r.timestamp, r.frame_width, r.frame_height, ended))
-        objs = BatchObjects(ids, labels, class_ids, np.array(boxes, np.float64).reshape(-1, 4), offsets)
+        all_boxes = np.concatenate(boxes).astype(np.float64, copy=False) if boxes else np.zeros((0, 4))
+        objs = BatchObjects(ids, labels, class_ids, all_boxes, offsets)
         found = self.engine.update(frames, objs)
         return [
             with_analytics(r, events=tuple(events), regions=regions)
             for r, (events, regions) in zip(results, found, strict=True)
         ]
 
-    def _check_tracking(self, r: Result) -> None:
+    def _check_tracking(self, d: Detections) -> None:
         """Zones count tracked objects: say so once when the detections keep coming without track ids."""
-        if any(d.track_state for d in r.detections):
+        if d.tracked and bool((d.track_states >= 0).any()):
             self._untracked = -1
             return
         self._untracked += 1

@@ -9,6 +9,7 @@ from typing import Any
 from .._errors import AnalyticsError
 from .._results import Result
 from ._base import ANALYTICS, AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
+from ._remote import REMOTE_TYPES, AnalyticsProcess, RemoteStage
 
 __all__ = ["AnalyticsRunner", "ModelInfo"]
 
@@ -19,23 +20,34 @@ ModelInfo = tuple[str, str, tuple[str, ...]]  # name, version, labels
 class AnalyticsRunner:
     """The stages of one pipeline, named by their config's ``type`` (or class), ``#2`` on for repeats."""
 
-    def __init__(self, stages: Sequence[tuple[str, AnalyticsStage]]) -> None:
+    def __init__(self, stages: Sequence[tuple[str, AnalyticsStage]], worker: AnalyticsProcess | None = None) -> None:
         self.stages = list(stages)
         self._opened: list[AnalyticsStage] = []
+        #: the analytics process (``analytics_process``): the built-in stages run there
+        self.worker = worker
 
     @classmethod
-    def build(cls, items: Sequence[AnalyticsConfig | AnalyticsStage]) -> AnalyticsRunner:
-        named: list[tuple[str, AnalyticsStage]] = []
+    def build(cls, items: Sequence[AnalyticsConfig | AnalyticsStage], *, process: bool = False) -> AnalyticsRunner:
+        runner = cls([], AnalyticsProcess() if process else None)
         seen: dict[str, int] = {}
         for item in items:
             base = item.type if isinstance(item, AnalyticsConfig) else type(item).__name__
-            stage = ANALYTICS.build(item) if isinstance(item, AnalyticsConfig) else item
-            if not isinstance(stage, AnalyticsStage):
-                got = type(stage).__name__
-                raise AnalyticsError(f"analytics {base!r}: its factory returned a {got}, not an AnalyticsStage")
+            stage = runner.stage(item) if isinstance(item, AnalyticsConfig) else item
             seen[base] = seen.get(base, 0) + 1
-            named.append((base if seen[base] == 1 else f"{base}#{seen[base]}", stage))
-        return cls(named)
+            runner.stages.append((base if seen[base] == 1 else f"{base}#{seen[base]}", stage))
+        return runner
+
+    def stage(self, config: AnalyticsConfig) -> AnalyticsStage:
+        """The stage a config makes in this pipeline: in the analytics process for a built-in type when the
+        pipeline has one, else here."""
+        if self.worker is not None and config.type in REMOTE_TYPES:
+            ANALYTICS.build(config)  # the same checks here as there (a missing extra), before the process
+            return RemoteStage(self.worker, config)
+        stage = ANALYTICS.build(config)
+        if not isinstance(stage, AnalyticsStage):
+            got = type(stage).__name__
+            raise AnalyticsError(f"analytics {config.type!r}: its factory returned a {got}, not an AnalyticsStage")
+        return stage
 
     def __bool__(self) -> bool:
         return bool(self.stages)
@@ -62,9 +74,21 @@ class AnalyticsRunner:
             stage.on_model_change(change)
 
     def process(self, results: list[Result]) -> list[Result]:
-        """One batch's results through every stage, in order; each must give back as many, in order."""
+        """One batch's results through every stage, in order; each must give back as many, in order.
+        Consecutive stages of the analytics process go there in one round trip."""
         n = len(results)
-        for name, stage in self.stages:
+        stages = self.stages
+        i = 0
+        while i < len(stages):
+            name, stage = stages[i]
+            i += 1
+            if isinstance(stage, RemoteStage):
+                group = [stage]
+                while i < len(stages) and isinstance(stages[i][1], RemoteStage):
+                    group.append(stages[i][1])  # type: ignore[arg-type]
+                    i += 1
+                results = stage.worker.process(group, results)  # order and count kept by construction
+                continue
             out = stage.process(results)
             if not isinstance(out, list) or len(out) != n or not all(isinstance(r, Result) for r in out):
                 got = f"{len(out)} items" if isinstance(out, list) else type(out).__name__
@@ -85,7 +109,8 @@ class AnalyticsRunner:
         return out
 
     def close(self) -> None:
-        """Close every opened stage, in reverse; the first failure is raised after all were tried."""
+        """Close every opened stage, in reverse, then stop the analytics process; the first failure is
+        raised after all were tried."""
         failure: BaseException | None = None
         while self._opened:
             stage = self._opened.pop()
@@ -93,5 +118,7 @@ class AnalyticsRunner:
                 stage.close()
             except Exception as exc:
                 failure = failure or exc
+        if self.worker is not None:
+            self.worker.stop()
         if failure is not None:
             raise failure

@@ -10,16 +10,16 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from .._detections import Detections
 from .._errors import ConfigError
-from .._results import Detection, EndedTrack, Result, with_analytics
+from .._results import EndedTrack, Result, with_analytics
 from ._assign import solver
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
-from ._bytetrack import NEW, TENTATIVE, TRACKED, ByteTracker, FrameDetections, TrackEnd, TrackerParams
+from ._bytetrack import ByteTracker, FrameDetections, TrackEnd, TrackerParams
 
 __all__ = ["TrackConfig", "TrackStage"]
 
 _log = logging.getLogger(__name__)
-_STATES = {TENTATIVE: "tentative", TRACKED: "tracked", NEW: "new"}
 
 
 class TrackConfig(AnalyticsConfig):
@@ -83,6 +83,8 @@ class TrackStage(AnalyticsStage):
         self._pending: dict[str, list[TrackEnd]] = {}
         self._change: ModelChange | None = None
         self._wanted = None if config.classes is None else frozenset(config.classes)
+        self._luts: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray | None]] = {}
+        self._numbered: set[int] = set()  # the label tables (ids, kept alive by _luts) mapped in _class_ids
 
     def open(self, ctx: AnalyticsContext) -> None:
         for label in ctx.labels:
@@ -99,6 +101,8 @@ class TrackStage(AnalyticsStage):
         self._change = change
 
     def _apply_change(self, change: ModelChange) -> None:
+        self._luts.clear()  # the serving model's class numbers are read again from its labels
+        self._numbered.clear()
         keep = [self._class(lb) for lb in change.new_labels]
         ended = self.tracker.end_classes(keep)
         for stream, ends in ended.items():
@@ -117,51 +121,87 @@ class TrackStage(AnalyticsStage):
         ):
             self._change = None
             self._apply_change(change)
-        wanted, classes, class_ids = self._wanted, self._classes, self._class_ids
-        # One flat list for the whole batch (three numpy arrays, not three per frame), built with
-        # comprehensions: this runs for every detection of every frame.
-        picks: list[list[int] | None] = [  # per frame: the detections tracked (None: every one)
-            None if wanted is None else [i for i, d in enumerate(r.detections) if d.label in wanted] for r in results
-        ]
-        flat = [
-            d
-            for r, pick in zip(results, picks, strict=True)
-            for d in (r.detections if pick is None else [r.detections[i] for i in pick])
-        ]
-        offsets = [
-            0,
-            *itertools.accumulate(
-                len(r.detections) if p is None else len(p) for r, p in zip(results, picks, strict=True)
-            ),
-        ]
-        for label, class_id in {d.label: d.class_id for d in flat}.items():  # the serving model's numbers
-            c = classes.get(label)
-            class_ids[self._class(label) if c is None else c] = class_id
-        all_boxes = np.array([d.box for d in flat], np.float64).reshape(-1, 4)
-        all_scores = np.array([d.score for d in flat], np.float64)
-        all_cls = np.array([classes[d.label] for d in flat], np.int64)
+        # One flat set of arrays for the whole batch, from each frame's detection arrays (records only
+        # where a decoder gave plain tuples): this runs for every frame of every stream.
+        dets = [r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
+                for r in results]  # fmt: skip
+        picks: list[np.ndarray | None] = []  # per frame: the detections tracked (None: every one)
+        boxes, scores, cls = [], [], []
+        for d in dets:
+            if not len(d):
+                picks.append(None)
+                continue
+            lut, wanted = self._lookup(d.label_table)
+            classes = d.label_index
+            # the serving model's class numbers by tracker class, for the tracks that end
+            if d.label_index is not d.class_ids:  # records: their own numbers
+                for i, c in zip(d.label_index.tolist(), d.class_ids.tolist(), strict=True):
+                    self._class_ids[int(lut[i])] = c
+            elif id(d.label_table) not in self._numbered:  # a decoder's: the class number is the index
+                self._numbered.add(id(d.label_table))
+                for i, t in enumerate(lut.tolist()):
+                    self._class_ids[t] = i
+            if wanted is None:
+                picks.append(None)
+                boxes.append(d.boxes)
+                scores.append(d.scores)
+                cls.append(lut[classes])
+            else:
+                pick = np.flatnonzero(wanted[classes])
+                picks.append(pick)
+                boxes.append(d.boxes[pick])
+                scores.append(d.scores[pick])
+                cls.append(lut[classes[pick]])
+        sizes = [len(d) if p is None else len(p) for d, p in zip(dets, picks, strict=True)]
+        offsets = [0, *itertools.accumulate(sizes)]
+        all_boxes = np.concatenate(boxes).astype(np.float64, copy=False) if boxes else np.zeros((0, 4))
+        all_scores = np.concatenate(scores).astype(np.float64, copy=False) if scores else np.zeros(0)
+        all_cls = np.concatenate(cls) if cls else np.zeros(0, np.int64)
         frames = [
             FrameDetections(r.stream_id, r.sequence, r.timestamp, all_boxes[lo:hi], all_scores[lo:hi], all_cls[lo:hi])
             for r, lo, hi in zip(results, offsets, offsets[1:], strict=False)
         ]
         outs = self.tracker.update(frames)
         replaced = []
-        for r, pick, out in zip(results, picks, outs, strict=True):
+        for r, d, chosen, out in zip(results, dets, picks, outs, strict=True):
             ended = self._pending.pop(r.stream_id, []) + out.ended if self._pending else out.ended
-            states = out.states.tolist()
-            if not states and not ended:
+            if not len(out.states) and not ended:
                 replaced.append(r)
                 continue
-            tracked: list[Detection] = list(r.detections)
-            ids, ages = out.ids.tolist(), out.ages.tolist()
-            for j, state in enumerate(states):
-                if state >= 0:
-                    i = j if pick is None else pick[j]
-                    tracked[i] = tracked[i].with_track(ids[j] or None, ages[j], _STATES[state])
+            states = out.states
+            found = states >= 0
+            ids = np.where(found, out.ids, 0)
+            ages = np.where(found, out.ages, 0)
+            if chosen is not None:  # the detections not picked keep what they had
+                all_ids, all_ages, all_states = d.track_ids.copy(), d.track_ages.copy(), d.track_states.copy()
+                at = chosen[found]
+                all_ids[at], all_ages[at], all_states[at] = ids[found], ages[found], states[found]
+                ids, ages, states = all_ids, all_ages, all_states
+            elif d.tracked:
+                ids = np.where(found, ids, d.track_ids)
+                ages = np.where(found, ages, d.track_ages)
+                states = np.where(found, states, d.track_states)
             replaced.append(
-                with_analytics(r, detections=tuple(tracked), ended_tracks=tuple(self._ended(e) for e in ended))
+                with_analytics(
+                    r,
+                    detections=d.with_tracks(ids, ages, states.astype(np.int8, copy=False)),
+                    ended_tracks=tuple(self._ended(e) for e in ended),
+                )
             )
         return replaced
+
+    def _lookup(self, labels: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+        """For a label table (a model's labels): its index → the tracker's class (by label), and → whether
+        the stage tracks it (None: every label). Kept per table."""
+        got = self._luts.get(id(labels))
+        if got is None or got[0] is not labels:
+            if len(self._luts) > 64:
+                self._luts.clear()
+                self._numbered.clear()
+            lut = np.array([self._class(n) for n in labels], np.int64)
+            wanted = None if self._wanted is None else np.array([n in self._wanted for n in labels], bool)
+            got = self._luts[id(labels)] = (labels, lut, wanted)
+        return got[1], got[2]
 
     def _ended(self, e: TrackEnd) -> EndedTrack:
         label = self._names[e.cls]

@@ -52,7 +52,7 @@ _P = TypeVar("_P", bound=DecoderConfig)
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    detections: tuple[Detection, ...] = ()
+    detections: Sequence[Detection] = ()  # a Detections (columnar) or a tuple of records
     classifications: tuple[Classification, ...] = ()
     raw: dict[str, np.ndarray] | None = None
 

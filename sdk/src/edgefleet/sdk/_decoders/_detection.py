@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
 
+from .._detections import label_table, unchecked
 from .._errors import DecoderError
-from .._results import Detection, Keypoint, Mask
+from .._results import Keypoint, Mask
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows
 from .._transform import Transform
 from ._base import DecodeContext, Decoded, Decoder, DecoderConfig
@@ -120,27 +122,26 @@ def _finish(
     n = len(transforms)
     if frame.size == 0:
         return [Decoded() for _ in range(n)]
-    starts = np.searchsorted(frame, np.arange(n + 1), side="left")
+    starts = np.searchsorted(frame, np.arange(n + 1), side="left").tolist()
     src = _to_source(boxes, frame, transforms)
-    label = ctx.label
-    dets = [
-        Detection((b[0], b[1], b[2], b[3]), s, c, label(c))
-        for b, s, c in zip(src.tolist(), scores.tolist(), classes.tolist(), strict=True)
-    ]
-    if masks is not None or keypoints is not None:
-        dets = [
-            Detection(
-                d.box,
-                d.score,
-                d.class_id,
-                d.label,
-                mask=masks[i] if masks is not None else None,
-                keypoints=keypoints[i] if keypoints is not None else (),
+    for a in (src, scores, classes):
+        a.setflags(write=False)
+    labels, index = label_table(ctx.labels, classes)
+    return [
+        Decoded(
+            detections=unchecked(
+                src[lo:hi],
+                scores[lo:hi],
+                classes[lo:hi],
+                labels,
+                None if index is classes else index[lo:hi],  # None: the class numbers index the labels
+                None,
+                None if masks is None else masks[lo:hi],
+                None if keypoints is None else keypoints[lo:hi],
             )
-            for i, d in enumerate(dets)
-        ]
-    bounds = starts.tolist()
-    return [Decoded(detections=tuple(dets[bounds[i] : bounds[i + 1]])) for i in range(n)]
+        )
+        for lo, hi in itertools.pairwise(starts)
+    ]
 
 
 def _to_source(boxes: np.ndarray, frame: np.ndarray, transforms: Sequence[Transform]) -> np.ndarray:

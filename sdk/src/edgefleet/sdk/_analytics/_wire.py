@@ -1,0 +1,203 @@
+"""What goes between a pipeline and its analytics process: a batch of results as columns one way, what
+the stages added to them the other way (``_remote``, ``_worker``).
+
+Columns, not records, both ways: the pipeline's side of a call must cost far less than running the
+stages (a few microseconds a frame at 64 streams), so a batch is a dozen lists and arrays, and the reply
+is the track columns of every detection plus, per frame, only what is new (ended tracks, events, a
+stream's region counts when they changed since the last reply).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._detections import Detections, unchecked
+from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, with_analytics
+
+__all__ = ["WireBatch", "WireReply", "apply_reply", "decode_batch", "encode_batch", "encode_reply"]
+
+
+@dataclass
+class WireBatch:
+    """A batch of results, the fields the built-in stages read, as columns."""
+
+    streams: list[str]
+    sequences: list[int]
+    timestamps: list[float]
+    models: list[str]
+    versions: list[str]
+    widths: list[int]
+    heights: list[int]
+    offsets: list[int]  # frame i's detections are rows offsets[i]:offsets[i + 1]
+    boxes: np.ndarray
+    scores: np.ndarray
+    class_ids: np.ndarray
+    label_index: np.ndarray
+    tables: list[tuple[str, ...]]  # the label tables, and per frame which one
+    table_of: list[int]
+    track: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # every row's, when an earlier stage tracked
+    tracked: list[bool]
+    ended: dict[int, tuple[EndedTrack, ...]]  # frames with ended tracks already (an earlier stage)
+
+
+@dataclass
+class WireReply:
+    """What the stages added: every row's track columns (when any frame was tracked; ``tracked`` per
+    frame), and by frame index the ended tracks, events and region counts that are new."""
+
+    track: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    tracked: list[bool]
+    ended: dict[int, tuple[EndedTrack, ...]]
+    events: dict[int, tuple[AnalyticsEvent, ...]]
+    regions: dict[int, tuple[RegionCounts, ...]]
+
+
+def _columns(results: Sequence[Result]) -> list[Detections]:
+    return [
+        r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections) for r in results
+    ]
+
+
+def encode_batch(results: Sequence[Result]) -> WireBatch:
+    """The pipeline's side: results → columns."""
+    dets = _columns(results)
+    offsets = [0, *itertools.accumulate(len(d) for d in dets)]
+    tables: list[tuple[str, ...]] = []
+    where: dict[int, int] = {}
+    table_of = []
+    for d in dets:
+        t = where.get(id(d.label_table))
+        if t is None:
+            t = where[id(d.label_table)] = len(tables)
+            tables.append(d.label_table)
+        table_of.append(t)
+    full = [d for d in dets if len(d)]
+    tracked = [d.tracked for d in dets]
+    track = None
+    if any(tracked):
+        track = (
+            _cat([d.track_ids for d in full], np.int64),
+            _cat([d.track_ages for d in full], np.int64),
+            _cat([d.track_states for d in full], np.int8),
+        )
+    return WireBatch(
+        [r.stream_id for r in results],
+        [r.sequence for r in results],
+        [r.timestamp for r in results],
+        [r.model for r in results],
+        [r.model_version for r in results],
+        [r.frame_width for r in results],
+        [r.frame_height for r in results],
+        offsets,
+        _cat([d.boxes for d in full], np.float32, (0, 4)),
+        _cat([d.scores for d in full], np.float32),
+        _cat([d.class_ids for d in full], np.int64),
+        _cat([d.label_index for d in full], np.int64),
+        tables,
+        table_of,
+        track,
+        tracked,
+        {i: r.ended_tracks for i, r in enumerate(results) if r.ended_tracks},
+    )
+
+
+def _cat(parts: list[np.ndarray], dtype: Any, empty: tuple[int, ...] = (0,)) -> np.ndarray:
+    if not parts:
+        return np.zeros(empty, dtype)
+    return np.concatenate(parts).astype(dtype, copy=False)
+
+
+def decode_batch(b: WireBatch) -> list[Result]:
+    """The analytics process's side: columns → results (with the fields the built-in stages read)."""
+    out = []
+    for i, (lo, hi) in enumerate(itertools.pairwise(b.offsets)):
+        track = None
+        if b.track is not None and b.tracked[i]:
+            track = (b.track[0][lo:hi], b.track[1][lo:hi], b.track[2][lo:hi])
+        dets = unchecked(
+            b.boxes[lo:hi], b.scores[lo:hi], b.class_ids[lo:hi], b.tables[b.table_of[i]], b.label_index[lo:hi], track
+        )
+        out.append(
+            Result(
+                b.streams[i],
+                b.sequences[i],
+                b.timestamps[i],
+                b.models[i],
+                b.versions[i],
+                b.widths[i],
+                b.heights[i],
+                0.0,
+                dets,
+                ended_tracks=b.ended.get(i, ()),
+            )
+        )
+    return out
+
+
+def encode_reply(given: Sequence[Result], results: Sequence[Result], sent: dict[str, object]) -> WireReply:
+    """The analytics process's side: what the stages added to ``given`` (the decoded batch), as columns.
+    ``sent`` keeps, per stream, the region counts last sent (a stream's counts go again only when they
+    change)."""
+    tracked = []
+    ids, ages, states = [], [], []
+    ended: dict[int, tuple[EndedTrack, ...]] = {}
+    events: dict[int, tuple[AnalyticsEvent, ...]] = {}
+    regions: dict[int, tuple[RegionCounts, ...]] = {}
+    for i, (before, r) in enumerate(zip(given, results, strict=True)):
+        d = r.detections
+        if len(d) != len(before.detections):
+            raise ValueError(f"a stage changed the number of detections of frame {i}")
+        is_tracked = isinstance(d, Detections) and d.tracked
+        if not is_tracked and any(x.track_state for x in d):
+            d = Detections.from_records(d)
+            is_tracked = True
+        tracked.append(is_tracked)
+        if len(d):
+            cols = d if isinstance(d, Detections) else Detections.from_records(d)
+            ids.append(cols.track_ids)
+            ages.append(cols.track_ages)
+            states.append(cols.track_states)
+        n_ended = len(before.ended_tracks)
+        if len(r.ended_tracks) > n_ended:
+            ended[i] = r.ended_tracks[n_ended:]
+        if r.events:
+            events[i] = r.events
+        if r.regions and sent.get(r.stream_id) is not r.regions:
+            sent[r.stream_id] = r.regions
+            regions[i] = r.regions
+    track = None
+    if any(tracked):
+        track = (_cat(ids, np.int64), _cat(ages, np.int64), _cat(states, np.int8))
+    return WireReply(track, tracked, ended, events, regions)
+
+
+def apply_reply(
+    results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any]
+) -> list[Result]:
+    """The pipeline's side: ``results`` with what the stages added. ``last`` keeps, per stream, the region
+    counts last received (a frame without new ones carries those)."""
+    out = []
+    track = reply.track
+    for i, r in enumerate(results):
+        dets = None
+        if track is not None and reply.tracked[i]:
+            lo, hi = offsets[i], offsets[i + 1]
+            cols = r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
+            dets = cols.with_tracks(track[0][lo:hi], track[1][lo:hi], track[2][lo:hi])
+        regions = reply.regions.get(i)
+        if regions is not None:
+            last[r.stream_id] = regions
+        else:
+            regions = last.get(r.stream_id, ())
+        ended = reply.ended.get(i, ())
+        events = reply.events.get(i, ())
+        if dets is None and not ended and not events and not regions:
+            out.append(r)
+            continue
+        out.append(with_analytics(r, detections=dets, ended_tracks=ended, events=events, regions=regions))
+    return out

@@ -1,0 +1,148 @@
+"""The built-in analytics stages in a process of their own (``analytics_process``): the same tracks,
+events and counts as in the pipeline's process, an app's own stage stays here, live changes and stream
+removals reach the process, a dead process fails the pipeline with one clear error, and the process is
+gone when the pipeline closes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgefleet.sdk import AnalyticsStage, Pipeline, PipelineError, Result
+
+ROOT = Path(__file__).resolve().parents[3]
+CLIP = ROOT / "models" / "media" / "vtest-300.mp4"
+ZONES: dict[str, Any] = {
+    "type": "zones",
+    "zones": [{"name": "lobby", "points": [[0, 300], [768, 300], [768, 576], [0, 576]]}],
+    "lines": [{"name": "gate", "points": [[384, 100], [384, 500]]}],
+}
+
+
+def _worker_pid(p: Pipeline) -> int | None:
+    assert p._post is not None
+    worker = p._post.analytics.worker
+    return None if worker is None else worker.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _clip_run(process: bool) -> tuple[list[tuple[Any, ...]], dict[str, Any], int | None]:
+    with Pipeline(
+        ROOT / "models" / "nanodet-m",
+        [f"a={CLIP}", f"b={CLIP}"],
+        max_batch=4,
+        max_frames=60,
+        analytics=[{"type": "track"}, ZONES],
+        analytics_process=process,
+    ) as p:
+        pid = _worker_pid(p)
+        out = [
+            (
+                r.stream_id,
+                r.sequence,
+                tuple((d.box, d.label, d.track_id, d.track_age, d.track_state) for d in r.detections),
+                tuple((e.track_id, e.reason, e.hits) for e in r.ended_tracks),
+                tuple((e.kind, e.region, e.track_id, e.direction) for e in r.events),  # not dwell_s: capture times
+                tuple((c.name, dict(c.inside), dict(c.in_total), dict(c.out_total)) for c in r.regions),
+            )
+            for r in p.results(timeout=120)
+        ]
+        stats = p.stats().analytics
+    return sorted(out), stats, pid
+
+
+def test_the_process_gives_what_the_pipelines_own_thread_gives() -> None:
+    here, stats_here, no_pid = _clip_run(False)
+    there, stats_there, pid = _clip_run(True)
+    assert no_pid is None and pid is not None and pid != os.getpid()
+    assert there == here
+    assert len(here) == 120 and sum(1 for r in here for d in r[2] if d[2]) > 200  # people were tracked
+    assert sum(len(r[4]) for r in here) > 0  # and they made zone events
+    assert stats_there == stats_here and stats_here["track"]["tracks_started"] > 0
+    assert not _alive(pid)  # the process ended with the pipeline
+
+
+class _Mine(AnalyticsStage):
+    """An app's own stage between two built-in ones: it runs here, on the result thread."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+        self.pids: set[int] = set()
+        self.tracked = 0
+
+    def process(self, results: list[Result]) -> list[Result]:
+        self.threads.add(threading.current_thread().name)
+        self.pids.add(os.getpid())
+        self.tracked += sum(d.track_id is not None for r in results for d in r.detections)
+        return results
+
+
+def test_an_apps_own_stage_stays_here_between_stages_of_the_process() -> None:
+    mine = _Mine()
+    with Pipeline(
+        ROOT / "models" / "nanodet-m",
+        [f"a={CLIP}"],
+        max_batch=2,
+        max_frames=30,
+        analytics=[{"type": "track"}, mine, ZONES],
+        analytics_process=True,
+    ) as p:
+        results = list(p.results(timeout=120))
+    assert mine.threads == {"edgefleet-post"} and mine.pids == {os.getpid()}
+    assert mine.tracked > 0
+    assert all(len(r.regions) == 2 for r in results)  # zones ran (in the process) after it
+
+
+def test_live_changes_and_stream_removals_reach_the_process(toy_models: dict[str, Path]) -> None:
+    cams = [f"c{i}=synthetic:?width=64&height=48&fps=30&queue=64" for i in range(2)]
+    zone = {"type": "zones", "zones": [{"name": "all", "points": [[0, 0], [1, 0], [1, 1], [0, 1]], "normalized": True}]}
+    with Pipeline(toy_models["yolo"], cams, max_batch=2, analytics=[{"type": "track"}], analytics_process=True) as p:
+        it = p.results(timeout=60)
+        pid = _worker_pid(p)
+        _take(it, 20)
+        before = p.stats().analytics["track"]["tracks_active"]
+        name = p.add_analytics(zone)
+        got = _take(it, 20)
+        assert any(r.regions and r.regions[0].name == "all" for r in got)
+        p.remove_source("c1")
+        got = _take(it, 20)
+        assert {r.stream_id for r in got[-10:]} == {"c0"}
+        assert 0 < p.stats().analytics["track"]["tracks_active"] < before  # c1's tracks were let go of there
+        p.remove_analytics(name)
+        got = _take(it, 20)
+        assert not got[-1].regions and got[-1].detections[0].track_id is not None
+        assert _worker_pid(p) == pid  # one process all along
+        p.stop()
+        list(it)
+    assert pid is not None and not _alive(pid)
+
+
+def _take(it: Any, n: int) -> list[Result]:
+    return [next(it) for _ in range(n)]
+
+
+def test_a_dead_analytics_process_fails_the_pipeline_with_one_clear_error(toy_models: dict[str, Path]) -> None:
+    cams = ["c0=synthetic:?width=64&height=48&fps=30&queue=64"]
+    with Pipeline(toy_models["yolo"], cams, max_batch=2, analytics=[{"type": "track"}], analytics_process=True) as p:
+        it = p.results(timeout=60)
+        _take(it, 4)
+        pid = _worker_pid(p)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        with pytest.raises(PipelineError, match=r"analytics process exited \(code -9\)"):
+            while time.monotonic() < deadline:
+                next(it)

@@ -19,7 +19,16 @@ import numpy as np
 
 from ._results import Detection, Keypoint, Mask
 
-__all__ = ["TRACK_NEW", "TRACK_STATES", "Detections", "label_counts", "label_table", "track_codes", "unchecked"]
+__all__ = [
+    "TRACK_NEW",
+    "TRACK_STATES",
+    "Detections",
+    "label_counts",
+    "label_table",
+    "retracked",
+    "track_codes",
+    "unchecked",
+]
 
 #: a track state's code in :attr:`Detections.track_states` → its name on a :class:`Detection`
 TRACK_STATES: dict[int, str] = {-1: "", 0: "tentative", 1: "tracked", 3: "new"}
@@ -275,6 +284,22 @@ def unchecked(
 
 
 _rebuild = unchecked  # what a pickled Detections is made again with
+
+
+def retracked(d: Detections, ids: np.ndarray, ages: np.ndarray, states: np.ndarray) -> Detections:
+    """:meth:`Detections.with_tracks` without its checks (columns known to agree: the analytics
+    process's answer)."""
+    new = object.__new__(Detections)
+    new._boxes, new._scores, new._classes, new._labels, new._index = (
+        d._boxes,
+        d._scores,
+        d._classes,
+        d._labels,
+        d._index,
+    )
+    new._ids, new._ages, new._states = ids, ages, states
+    new._masks, new._keypoints, new._items = d._masks, d._keypoints, None
+    return new
 
 
 def label_table(labels: tuple[str, ...], classes: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:

@@ -329,28 +329,23 @@ def with_analytics(
     # Fills the slots directly (as Detection.with_track does): the frozen dataclass's __init__ costs a
     # setattr call per field.
     new = object.__new__(Result)
-    for put, value in zip(
-        _RESULT_SLOTS,
-        (
-            r.stream_id,
-            r.sequence,
-            r.timestamp,
-            r.model,
-            r.model_version,
-            r.frame_width,
-            r.frame_height,
-            r.latency_ms,
-            r.detections if detections is None else detections,
-            r.classifications,
-            r.raw,
-            r.ended_tracks + ended_tracks if ended_tracks else r.ended_tracks,
-            r.events + events if events else r.events,
-            r.regions + regions if regions else r.regions,
-            r.source,
-        ),
-        strict=True,
-    ):
-        put(new, value)
+    (stream_id, sequence, timestamp, model, version, width, height, latency, dets, classes, raw, ended, evs, regs,
+     source) = _RESULT_SLOTS  # fmt: skip
+    stream_id(new, r.stream_id)
+    sequence(new, r.sequence)
+    timestamp(new, r.timestamp)
+    model(new, r.model)
+    version(new, r.model_version)
+    width(new, r.frame_width)
+    height(new, r.frame_height)
+    latency(new, r.latency_ms)
+    dets(new, r.detections if detections is None else detections)
+    classes(new, r.classifications)
+    raw(new, r.raw)
+    ended(new, r.ended_tracks + ended_tracks if ended_tracks else r.ended_tracks)
+    evs(new, r.events + events if events else r.events)
+    regs(new, r.regions + regions if regions else r.regions)
+    source(new, r.source)
     return new
 
 

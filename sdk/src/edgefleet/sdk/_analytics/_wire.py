@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._detections import Detections, unchecked
+from .._detections import Detections, retracked, unchecked
 from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, with_analytics
 
 __all__ = ["WireBatch", "WireReply", "apply_reply", "decode_batch", "encode_batch", "encode_reply"]
@@ -183,12 +183,14 @@ def apply_reply(
     counts last received (a frame without new ones carries those)."""
     out = []
     track = reply.track
+    ids, ages, states = track if track is not None else (None, None, None)
+    tracked = reply.tracked
     for i, r in enumerate(results):
         dets = None
-        if track is not None and reply.tracked[i]:
+        if ids is not None and tracked[i]:
             lo, hi = offsets[i], offsets[i + 1]
             cols = r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
-            dets = cols.with_tracks(track[0][lo:hi], track[1][lo:hi], track[2][lo:hi])
+            dets = retracked(cols, ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
         regions = reply.regions.get(i)
         if regions is not None:
             last[r.stream_id] = regions

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What the analytics stages cost the pipeline's process per frame: run there, or in the analytics process
+(``analytics_process``). Prints one JSON.
+
+    .venv/bin/python tools/bench/analytics_wire_bench.py --out bench/results/analytics-wire-cpu.json
+
+At 64 streams on a GPU the pipeline is bound by the Python work of its threads under one GIL, so what
+counts is the time the stages keep the pipeline's process busy. The input is NanoDet-m's real detections
+of the committed clip (its first 300 frames, decoded once in this run), fanned out to S streams and cut
+into batches of 4 frames per stream (S x 4 results: what the result thread takes at once when batches
+wait for it); the stages are ``track`` + gpu_bench's zone and line. Figures per frame, each the median of
+``--repeats`` passes over every batch:
+
+* ``in_process_us``: the stages run here (``AnalyticsRunner.process``);
+* ``main_side_us``: what the pipeline's process does with the analytics process: the batch to columns and
+  pickled, the answer unpickled and attached to the results (the answer is made beforehand by the same
+  stages, so only this process's share is timed), with its parts ``encode_us``, ``decode_us`` and
+  ``apply_us``;
+* ``ratio``: in_process_us / main_side_us.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import emit, load, machine  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+
+from edgefleet.sdk import Pipeline, Result, TrackConfig  # noqa: E402
+from edgefleet.sdk._analytics._base import ANALYTICS  # noqa: E402
+from edgefleet.sdk._analytics._runner import AnalyticsRunner  # noqa: E402
+from edgefleet.sdk._analytics._wire import apply_reply, decode_batch, encode_batch, encode_reply  # noqa: E402
+from edgefleet.sdk._detections import Detections  # noqa: E402
+
+CLIP = ROOT / "models" / "media" / "vtest-300.mp4"
+ZONES = {
+    "type": "zones",
+    "zones": [{"name": "lower-half", "points": [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], "normalized": True}],
+    "lines": [{"name": "middle", "points": [[0.5, 0], [0.5, 1]], "normalized": True}],
+}
+
+
+def _runner(streams: int, labels: tuple[str, ...]) -> AnalyticsRunner:
+    r = AnalyticsRunner.build([TrackConfig(), ANALYTICS.coerce(ZONES)])
+    r.open([f"cam{s}" for s in range(streams)], ("nanodet-m", "1", labels))
+    return r
+
+
+def _timed(fn: Any, frames: int) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) / frames * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    with Pipeline(ROOT / "models" / "nanodet-m", [f"a={CLIP}"], max_batch=8, max_frames=300) as p:
+        clip: list[Result] = list(p.results(timeout=600))
+    first = clip[0].detections
+    assert isinstance(first, Detections)
+    labels = first.label_table
+    batches = [
+        [replace(clip[j], stream_id=f"cam{s}") for j in range(k, min(k + 4, len(clip))) for s in range(args.streams)]
+        for k in range(0, len(clip), 4)
+    ]
+    frames = sum(len(b) for b in batches)
+    # the analytics process's answers, made once (its own cost is not this process's)
+    worker, sent = _runner(args.streams, labels), {}
+    answers = []
+    for b in batches:
+        given = decode_batch(encode_batch(b))
+        answers.append(pickle.dumps(encode_reply(given, worker.process(given), sent), protocol=5))
+    runs: dict[str, list[float]] = {
+        k: [] for k in ("in_process_us", "main_side_us", "encode_us", "decode_us", "apply_us")
+    }
+    for _ in range(args.repeats):
+        here = _runner(args.streams, labels)
+        runs["in_process_us"].append(_timed(lambda: [here.process(b) for b in batches], frames))  # noqa: B023
+        wires = [encode_batch(b) for b in batches]
+        replies = [pickle.loads(a) for a in answers]
+        runs["encode_us"].append(
+            _timed(lambda: [pickle.dumps(("process", ("a", "b"), encode_batch(b)), 5) for b in batches], frames)
+        )
+        runs["decode_us"].append(_timed(lambda: [pickle.loads(a) for a in answers], frames))
+        last: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        for b, r, w in zip(batches, replies, wires, strict=True):
+            apply_reply(b, r, w.offsets, last)
+        runs["apply_us"].append((time.perf_counter() - t0) / frames * 1e6)
+        runs["main_side_us"].append(runs["encode_us"][-1] + runs["decode_us"][-1] + runs["apply_us"][-1])
+    med = {k: round(statistics.median(v), 2) for k, v in runs.items()}
+    emit(
+        {
+            "bench": "analytics-wire",
+            "command": " ".join(sys.argv),
+            "machine": machine(),
+            "load_at_start": load(),
+            "streams": args.streams,
+            "frames": frames,
+            "detections_per_frame": round(sum(len(r.detections) for r in clip) / len(clip), 2),
+            "runs": runs,
+            "median": med,
+            "ratio": round(med["in_process_us"] / med["main_side_us"], 1),
+        },
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()

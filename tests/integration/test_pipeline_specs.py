@@ -126,7 +126,7 @@ def test_spec_rollouts_live_changes_and_gate_rollback(
     wait_for(
         "the failed wave rolled back",
         lambda: {m.device_id: m.state for m in fleet.client.rollout(ro3.rollout_id).devices}[first] == "rolled_back",
-        40,
+        90,  # the rollback removes a camera that never connected: in one loaded full run it took over 40 s
     )
     assert all(members[d].state in ("pending", "skipped") for d in DEVICES if d != first)  # never started
     for d in DEVICES:

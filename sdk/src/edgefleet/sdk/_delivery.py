@@ -306,9 +306,10 @@ class ResultStage:
         """One batch's analysed results to the sinks and ``results()``. False: the pipeline is aborting."""
         batch = item.batch
         model = batch.model
-        self.quality.add(model.ref, results)
+        labels = label_counts(r.detections for r in results)  # once, for both counters
+        self.quality.add(model.ref, results, labels)
+        self.labels.update(labels)
         t1 = time.perf_counter()
-        label_counts((r.detections for r in results), into=self.labels)
         for frame, result in zip(batch.frames, results, strict=True):
             for sink in self.sinks:
                 sink.write(result, frame)

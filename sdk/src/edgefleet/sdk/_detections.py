@@ -91,7 +91,8 @@ class Detections(Sequence[Detection]):
 
     @classmethod
     def from_records(cls, records: Sequence[Detection]) -> Detections:
-        """The arrays of records (an analytics stage given plain tuples of :class:`Detection`)."""
+        """The arrays of records (an analytics stage given plain tuples of :class:`Detection`); a
+        :class:`Detections` is returned as it is."""
         if isinstance(records, Detections):
             return records
         table: dict[str, int] = {}
@@ -174,13 +175,9 @@ class Detections(Sequence[Detection]):
 
     def with_tracks(self, ids: np.ndarray, ages: np.ndarray, states: np.ndarray) -> Detections:
         """These detections with their track columns set (every other column kept)."""
-        n = len(self._scores)
-        if not len(ids) == len(ages) == len(states) == n:
+        if not len(ids) == len(ages) == len(states) == len(self._scores):
             raise ValueError("detections: track ids, ages and states must be one per detection")
-        return unchecked(
-            self._boxes, self._scores, self._classes, self._labels, self._index, (ids, ages, states), self._masks,
-            self._keypoints,
-        )  # fmt: skip
+        return retracked(self, ids, ages, states)
 
     # --- the sequence of records -----------------------------------------------------------------
     def records(self) -> tuple[Detection, ...]:
@@ -314,10 +311,10 @@ def label_table(labels: tuple[str, ...], classes: np.ndarray) -> tuple[tuple[str
     return tuple(table), index
 
 
-def label_counts(frames: Iterable[Sequence[Detection]], into: Counter[str] | None = None) -> Counter[str]:
+def label_counts(frames: Iterable[Sequence[Detection]]) -> Counter[str]:
     """Detections per label over many frames' detections (arrays counted in one call per model's labels;
     plain records one by one)."""
-    out: Counter[str] = Counter() if into is None else into
+    out: Counter[str] = Counter()
     columns: dict[int, tuple[tuple[str, ...], list[np.ndarray]]] = {}
     for dets in frames:
         if isinstance(dets, Detections):

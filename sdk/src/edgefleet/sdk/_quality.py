@@ -68,11 +68,12 @@ class QualityMeter:
         self._lock = threading.Lock()
         self._versions: OrderedDict[str, _Counts] = OrderedDict()
 
-    def add(self, model_ref: str, results: Sequence[Result]) -> None:
-        """Result thread: one batch's results, all from ``model_ref``."""
-        scores: list[np.ndarray] = []
-        record_scores: list[float] = []
-        columnar: list[Detections] = []
+    def add(self, model_ref: str, results: Sequence[Result], labels: Counter[str] | None = None) -> None:
+        """Result thread: one batch's results, all from ``model_ref``; ``labels``: their detections per
+        label, when the caller counted them already (``label_counts``)."""
+        columns = [Detections.from_records(r.detections) for r in results if r.detections]
+        if labels is None:
+            labels = label_counts(columns)
         with self._lock:
             c = self._versions.get(model_ref)
             if c is None:
@@ -83,33 +84,19 @@ class QualityMeter:
                 self._versions.move_to_end(model_ref)
             for r in results:
                 c.frames += 1
-                dets = r.detections
-                n = len(dets)
-                c.detections += n
+                c.detections += len(r.detections)
                 c.ended += len(r.ended_tracks)
-                if n == 0:
+                if not r.detections:
                     c.empty += 1
                     if r.classifications:
                         c.labels[r.classifications[0].label] += 1
-                elif isinstance(dets, Detections):  # counted below, a few numpy calls for the batch
-                    columnar.append(dets)
-                    scores.append(dets.scores)
-                else:
-                    for d in dets:
-                        record_scores.append(d.score)
-                        if d.track_state == "new":
-                            c.new_tracks += 1
-                    label_counts((dets,), into=c.labels)
-            if columnar:
-                label_counts(columnar, into=c.labels)
-                tracked = [d.track_states for d in columnar if d.tracked]
+            c.labels.update(labels)
+            if columns:  # a few numpy calls for the batch
+                tracked = [d.track_states for d in columns if d.tracked]
                 if tracked:
                     c.new_tracks += int(np.count_nonzero(np.concatenate(tracked) == TRACK_NEW))
-            if record_scores:
-                scores.append(np.asarray(record_scores))
-            if scores:
-                flat = np.concatenate(scores) if len(scores) > 1 else scores[0]
-                idx = np.clip((flat * _BINS).astype(np.int64), 0, _BINS - 1)
+                scores = np.concatenate([d.scores for d in columns])
+                idx = np.clip((scores * _BINS).astype(np.int64), 0, _BINS - 1)
                 c.scores += np.bincount(idx, minlength=_BINS)
 
     def snapshot(self) -> dict[str, VersionQuality]:

@@ -17,7 +17,15 @@ from .._errors import AnalyticsError
 from .._registry import PluginConfig, Registry
 from .._results import Result
 
-__all__ = ["ANALYTICS", "AnalyticsConfig", "AnalyticsContext", "AnalyticsStage", "ModelChange", "register_analytics"]
+__all__ = [
+    "ANALYTICS",
+    "AnalyticsConfig",
+    "AnalyticsContext",
+    "AnalyticsStage",
+    "ModelChange",
+    "build_stage",
+    "register_analytics",
+]
 
 
 class AnalyticsConfig(PluginConfig):
@@ -93,6 +101,15 @@ class AnalyticsStage(ABC):
 ANALYTICS: Registry[AnalyticsConfig] = Registry(
     "analytics", AnalyticsConfig, AnalyticsError, group="edgefleet.analytics"
 )
+
+
+def build_stage(config: AnalyticsConfig) -> AnalyticsStage:
+    """The stage a config's factory makes; :class:`AnalyticsError` when it makes something else."""
+    stage = ANALYTICS.build(config)
+    if not isinstance(stage, AnalyticsStage):
+        got = type(stage).__name__
+        raise AnalyticsError(f"analytics {config.type!r}: its factory returned a {got}, not an AnalyticsStage")
+    return stage
 
 
 def register_analytics(

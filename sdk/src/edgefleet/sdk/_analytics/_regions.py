@@ -153,7 +153,7 @@ class ZonesStage(AnalyticsStage):
         offsets = [0]
         frames = []
         for r in results:
-            d = r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
+            d = Detections.from_records(r.detections)
             if self._untracked >= 0 and len(d):
                 self._check_tracking(d)
             if d.tracked and len(d):

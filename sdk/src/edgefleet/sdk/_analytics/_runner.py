@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import AnalyticsError
 from .._results import Result
-from ._base import ANALYTICS, AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
+from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange, build_stage
 from ._remote import REMOTE_TYPES, AnalyticsProcess, RemoteStage
 
 __all__ = ["AnalyticsRunner", "ModelInfo"]
@@ -41,13 +41,9 @@ class AnalyticsRunner:
         """The stage a config makes in this pipeline: in the analytics process for a built-in type when the
         pipeline has one, else here."""
         if self.worker is not None and config.type in REMOTE_TYPES:
-            ANALYTICS.build(config)  # the same checks here as there (a missing extra), before the process
+            build_stage(config)  # its checks (a missing extra) here, as a ConfigError, before the process
             return RemoteStage(self.worker, config)
-        stage = ANALYTICS.build(config)
-        if not isinstance(stage, AnalyticsStage):
-            got = type(stage).__name__
-            raise AnalyticsError(f"analytics {config.type!r}: its factory returned a {got}, not an AnalyticsStage")
-        return stage
+        return build_stage(config)
 
     def __bool__(self) -> bool:
         return bool(self.stages)

@@ -84,7 +84,6 @@ class TrackStage(AnalyticsStage):
         self._change: ModelChange | None = None
         self._wanted = None if config.classes is None else frozenset(config.classes)
         self._luts: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray | None]] = {}
-        self._numbered: set[int] = set()  # the label tables (ids, kept alive by _luts) mapped in _class_ids
 
     def open(self, ctx: AnalyticsContext) -> None:
         for label in ctx.labels:
@@ -101,8 +100,6 @@ class TrackStage(AnalyticsStage):
         self._change = change
 
     def _apply_change(self, change: ModelChange) -> None:
-        self._luts.clear()  # the serving model's class numbers are read again from its labels
-        self._numbered.clear()
         keep = [self._class(lb) for lb in change.new_labels]
         ended = self.tracker.end_classes(keep)
         for stream, ends in ended.items():
@@ -123,40 +120,36 @@ class TrackStage(AnalyticsStage):
             self._apply_change(change)
         # One flat set of arrays for the whole batch, from each frame's detection arrays (records only
         # where a decoder gave plain tuples): this runs for every frame of every stream.
-        dets = [r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
-                for r in results]  # fmt: skip
+        dets = [Detections.from_records(r.detections) for r in results]
         picks: list[np.ndarray | None] = []  # per frame: the detections tracked (None: every one)
-        boxes, scores, cls = [], [], []
+        boxes, scores, cls, numbers = [], [], [], []
         for d in dets:
             if not len(d):
                 picks.append(None)
                 continue
             lut, wanted = self._lookup(d.label_table)
             classes = d.label_index
-            # the serving model's class numbers by tracker class, for the tracks that end
-            if d.label_index is not d.class_ids:  # records: their own numbers
-                for i, c in zip(d.label_index.tolist(), d.class_ids.tolist(), strict=True):
-                    self._class_ids[int(lut[i])] = c
-            elif id(d.label_table) not in self._numbered:  # a decoder's: the class number is the index
-                self._numbered.add(id(d.label_table))
-                for i, t in enumerate(lut.tolist()):
-                    self._class_ids[t] = i
             if wanted is None:
                 picks.append(None)
                 boxes.append(d.boxes)
                 scores.append(d.scores)
                 cls.append(lut[classes])
+                numbers.append(d.class_ids)
             else:
                 pick = np.flatnonzero(wanted[classes])
                 picks.append(pick)
                 boxes.append(d.boxes[pick])
                 scores.append(d.scores[pick])
                 cls.append(lut[classes[pick]])
+                numbers.append(d.class_ids[pick])
         sizes = [len(d) if p is None else len(p) for d, p in zip(dets, picks, strict=True)]
         offsets = [0, *itertools.accumulate(sizes)]
         all_boxes = np.concatenate(boxes).astype(np.float64, copy=False) if boxes else np.zeros((0, 4))
         all_scores = np.concatenate(scores).astype(np.float64, copy=False) if scores else np.zeros(0)
         all_cls = np.concatenate(cls) if cls else np.zeros(0, np.int64)
+        if cls:  # the serving model's class number of each tracker class seen, for the tracks that end
+            seen, first = np.unique(all_cls, return_index=True)
+            self._class_ids.update(zip(seen.tolist(), np.concatenate(numbers)[first].tolist(), strict=True))
         frames = [
             FrameDetections(r.stream_id, r.sequence, r.timestamp, all_boxes[lo:hi], all_scores[lo:hi], all_cls[lo:hi])
             for r, lo, hi in zip(results, offsets, offsets[1:], strict=False)
@@ -197,7 +190,6 @@ class TrackStage(AnalyticsStage):
         if got is None or got[0] is not labels:
             if len(self._luts) > 64:
                 self._luts.clear()
-                self._numbered.clear()
             lut = np.array([self._class(n) for n in labels], np.int64)
             wanted = None if self._wanted is None else np.array([n in self._wanted for n in labels], bool)
             got = self._luts[id(labels)] = (labels, lut, wanted)

@@ -57,15 +57,9 @@ class WireReply:
     regions: dict[int, tuple[RegionCounts, ...]]
 
 
-def _columns(results: Sequence[Result]) -> list[Detections]:
-    return [
-        r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections) for r in results
-    ]
-
-
 def encode_batch(results: Sequence[Result]) -> WireBatch:
     """The pipeline's side: results → columns."""
-    dets = _columns(results)
+    dets = [Detections.from_records(r.detections) for r in results]
     offsets = [0, *itertools.accumulate(len(d) for d in dets)]
     tables: list[tuple[str, ...]] = []
     where: dict[int, int] = {}
@@ -149,16 +143,11 @@ def encode_reply(given: Sequence[Result], results: Sequence[Result], sent: dict[
     events: dict[int, tuple[AnalyticsEvent, ...]] = {}
     regions: dict[int, tuple[RegionCounts, ...]] = {}
     for i, (before, r) in enumerate(zip(given, results, strict=True)):
-        d = r.detections
-        if len(d) != len(before.detections):
+        cols = Detections.from_records(r.detections)
+        if len(cols) != len(before.detections):
             raise ValueError(f"a stage changed the number of detections of frame {i}")
-        is_tracked = isinstance(d, Detections) and d.tracked
-        if not is_tracked and any(x.track_state for x in d):
-            d = Detections.from_records(d)
-            is_tracked = True
-        tracked.append(is_tracked)
-        if len(d):
-            cols = d if isinstance(d, Detections) else Detections.from_records(d)
+        tracked.append(cols.tracked)
+        if len(cols):
             ids.append(cols.track_ids)
             ages.append(cols.track_ages)
             states.append(cols.track_states)
@@ -189,8 +178,7 @@ def apply_reply(
         dets = None
         if ids is not None and tracked[i]:
             lo, hi = offsets[i], offsets[i + 1]
-            cols = r.detections if isinstance(r.detections, Detections) else Detections.from_records(r.detections)
-            dets = retracked(cols, ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
+            dets = retracked(Detections.from_records(r.detections), ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
         regions = reply.regions.get(i)
         if regions is not None:
             last[r.stream_id] = regions

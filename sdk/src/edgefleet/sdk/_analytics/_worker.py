@@ -15,7 +15,7 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ._base import ANALYTICS, AnalyticsStage
+from ._base import AnalyticsStage, build_stage
 from ._wire import decode_batch, encode_reply
 
 __all__ = ["main", "serve"]
@@ -71,9 +71,7 @@ def _handle(
 ) -> tuple[Any, ...] | None:
     if op == "open":
         _, key, config, ctx = request
-        stage = ANALYTICS.build(config)
-        if not isinstance(stage, AnalyticsStage):
-            raise TypeError(f"its factory returned a {type(stage).__name__}, not an AnalyticsStage")
+        stage = build_stage(config)
         stage.open(ctx)
         stages[key] = stage
         return (dict(stage.stats()),)

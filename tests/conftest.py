@@ -4,12 +4,25 @@ integration/ (real servers on loopback), gpu/ (marker ``gpu``, skip without an N
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NANODET = REPO / "models" / "nanodet-m"
 CLIP = REPO / "models" / "media" / "vtest-300.mp4"
+
+
+#: the outcome of a test's call phase, for fixtures that report more when it failed
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[FAILED] = report.failed
+    return report
 
 
 @pytest.fixture(scope="session")

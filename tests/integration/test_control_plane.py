@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import yaml
 
 from edgefleet.cloud import FleetClient
 from edgefleet.sdk import generate_signing_key
+from tests.conftest import FAILED
 from tests.support.onnx_models import yolo_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -198,6 +200,10 @@ class Fleet:
     def wait_rollout(self, rid: str, states: tuple[str, ...], timeout: float = 40) -> Any:
         return wait_for(f"rollout in {states}", lambda: (r := self.client.rollout(rid)).state in states and r, timeout)
 
+    def log_tails(self) -> str:
+        procs = {"controller": self.controller, **self.agents}
+        return "\n".join(_tail(name, p.text()) for name, p in procs.items() if p is not None)
+
     def close(self) -> None:
         for a in self.agents.values():
             a.kill(signal.SIGTERM)
@@ -207,7 +213,9 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet_factory(tmp_path: Path, keys: dict[str, Path]) -> Iterator[Callable[[str], Fleet]]:
+def fleet_factory(
+    tmp_path: Path, keys: dict[str, Path], request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], Fleet]]:
     made: list[Fleet] = []
 
     def make(db_url: str) -> Fleet:
@@ -218,6 +226,20 @@ def fleet_factory(tmp_path: Path, keys: dict[str, Path]) -> Iterator[Callable[[s
     yield make
     for f in made:
         f.close()
+    if request.node.stash.get(FAILED, False):
+        for f in made:
+            print(f.log_tails())  # the controller's and the agents' last words, beside the failure
+
+
+#: the log lines worth showing beside a failure: the rollouts' and commands' steps, and what went wrong
+_TELLING = re.compile(r"WARNING|ERROR|Traceback|rollout|command|STEP_|stream .* (added|removed)|connected|stale")
+
+
+def _tail(name: str, text: str, lines: int = 40) -> str:
+    telling = [line for line in text.splitlines() if _TELLING.search(line)]
+    return f"--- {name} (last {min(lines, len(telling))} of {len(telling)} telling lines) ---\n" + "\n".join(
+        telling[-lines:]
+    )
 
 
 def _agent_swaps(fleet: Fleet, device_id: str, ref: str) -> int:

@@ -232,7 +232,10 @@ class _Encoder:
 class VideoSink(Sink):
     """Annotated H.264 MP4. With several streams, one file per stream: ``out.mp4`` → ``out-<stream>.mp4``.
 
-    Draws into the frame's slot in place (the frame is done with by then), so no pixel copy is made.
+    Draws into the frame's slot in place (the frame is done with by then), so no pixel copy is made. A
+    stream removed from the running pipeline has its file finished then; one added to a pipeline that
+    started with a single stream gets its own ``out-<stream>.mp4`` (the first keeps ``out.mp4``), and a
+    stream added again after its removal a new ``out-<stream>-2.mp4``: no file is written twice.
     """
 
     needs_pixels = True
@@ -245,6 +248,8 @@ class VideoSink(Sink):
         self._lock = threading.Lock()
         self._trails = Trails()
         self.paths: dict[str, Path] = {}
+        self._first: str | None = None  # the stream that has ``path`` when the sink is not multi-stream
+        self._used: set[Path] = set()  # every file opened in this run
 
     def open(self) -> None:
         """Check now what would otherwise fail only when the encoder first writes, or at close: after the
@@ -266,10 +271,18 @@ class VideoSink(Sink):
             raise SinkError(f"{self.path}: cannot write in {self.path.parent}: {exc.strerror}") from None
 
     def path_for(self, stream_id: str) -> Path:
-        """The file this sink writes ``stream_id``'s video to."""
-        if not self.multi_stream:
-            return self.path
-        return self.path.with_name(f"{self.path.stem}-{stream_id}{self.path.suffix or '.mp4'}")
+        """The file this sink writes ``stream_id``'s video to (its next one, when it has written one)."""
+        if stream_id in self._encoders:
+            return self._encoders[stream_id].path
+        if not self.multi_stream and self._first in (None, stream_id):
+            path = self.path
+        else:
+            path = self.path.with_name(f"{self.path.stem}-{stream_id}{self.path.suffix or '.mp4'}")
+        n = 1
+        while path in self._used:  # the stream was removed and added again: its first file stays
+            n += 1
+            path = self.path.with_name(f"{self.path.stem}-{stream_id}-{n}{self.path.suffix or '.mp4'}")
+        return path
 
     def write(self, result: Result, frame: Frame) -> None:
         enc = self._encoders.get(result.stream_id)
@@ -277,9 +290,23 @@ class VideoSink(Sink):
             path = self.path_for(result.stream_id)
             fps = self.fps or (self.stream_fps(result.stream_id) if self.stream_fps else None) or 25.0
             enc = self._encoders[result.stream_id] = _Encoder(path, frame.width, frame.height, fps)
+            self._first = self._first or result.stream_id
+            self._used.add(path)
             self.paths[result.stream_id] = path
         draw_result(frame.image, result, self._trails)
         enc.encode(frame.image)
+
+    def on_stream_removed(self, stream_id: str) -> None:
+        """Finish the stream's file now (its last result was written); raises SinkError naming the file
+        when it cannot be finished."""
+        self._trails.forget(stream_id)
+        enc = self._encoders.pop(stream_id, None)
+        if enc is None:
+            return
+        try:
+            enc.close()
+        except Exception as exc:
+            raise SinkError(f"annotated video {enc.path} not written: {exc}") from None
 
     def close(self) -> None:
         """Finish every file; raises SinkError naming each one that could not be written (after trying all)."""

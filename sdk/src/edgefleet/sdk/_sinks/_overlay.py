@@ -45,6 +45,10 @@ class Trails:
         self.forget_after = forget_after
         self._points: dict[str, dict[int, tuple[int, deque[tuple[int, int]]]]] = {}
 
+    def forget(self, stream_id: str) -> None:
+        """A stream left: its trails go."""
+        self._points.pop(stream_id, None)
+
     def update(self, result: Result) -> dict[int, deque[tuple[int, int]]]:
         tracks = self._points.setdefault(result.stream_id, {})
         for d in result.detections:

@@ -68,15 +68,18 @@ def _spec_row(fleet: Fleet, device_id: str) -> Any:
     return next((p for p in fleet.device(device_id).pipelines if p.name == "spec/plant-a"), None)
 
 
-def _all_succeeded(fleet: Fleet, rollout_id: str) -> None:
-    """Every member of a completed rollout succeeded. A rollout completes without a device that fell
-    silent in its wave (it "converges when it returns"), which on a loaded machine happens: CI's run of
-    stop 27 went on to the next version with one device still on the one before."""
+def _converged(fleet: Fleet, rollout_id: str, ref: str) -> None:
+    """Every member of a completed rollout succeeded and every device reports ``ref`` as its last-good.
+    A rollout completes without a device that fell silent in its wave (it "converges when it returns"),
+    which on a loaded machine happens: CI's run of stop 27 went on to the next version with one device
+    still on the one before."""
     wait_for(
         f"every device of {rollout_id} succeeded",
         lambda: {m.state for m in fleet.client.rollout(rollout_id).devices} == {"succeeded"},
         90,
     )
+    for d in DEVICES:
+        wait_for(f"{d} reports {ref} last-good", lambda d=d: _spec_row(fleet, d).last_good_ref == ref, 30)
 
 
 def _rows(fleet: Fleet, device_id: str) -> list[dict[str, Any]]:
@@ -114,10 +117,9 @@ def test_spec_rollouts_live_changes_and_gate_rollback(
     assert ro1.kind == "pipeline" and ro1.model_ref == "spec/plant-a:1"
     done = fleet.wait_rollout(ro1.rollout_id, ("completed", "aborted"), 90)
     assert done.state == "completed", done
-    _all_succeeded(fleet, ro1.rollout_id)
+    _converged(fleet, ro1.rollout_id, "spec/plant-a:1")
     for d in DEVICES:
         assert {p.name for p in fleet.device(d).pipelines} == {"entrance", "spec/plant-a"}
-        wait_for(f"{d} reports v1 last-good", lambda d=d: _spec_row(fleet, d).last_good_ref == "spec/plant-a:1", 20)
 
     # v2: one camera more, the zone redrawn; the diff says so, and it applies live
     _cli(fleet, "pipelines", "push", str(specs / "v2.yaml"))
@@ -127,9 +129,7 @@ def test_spec_rollouts_live_changes_and_gate_rollback(
     done = fleet.wait_rollout(ro2.rollout_id, ("completed", "aborted"), 90)
     assert done.state == "completed", done
     assert all(m.previous_ref == "spec/plant-a:1" for m in done.devices)
-    _all_succeeded(fleet, ro2.rollout_id)  # v3 below starts from every device holding v2 as last-good
-    for d in DEVICES:
-        wait_for(f"{d} reports v2 last-good", lambda d=d: _spec_row(fleet, d).last_good_ref == "spec/plant-a:2", 30)
+    _converged(fleet, ro2.rollout_id, "spec/plant-a:2")  # v3 below starts from every device on v2
 
     # v3 adds a camera that never connects: wave 1 fails its gate, the wave is rolled back to v2
     _cli(fleet, "pipelines", "push", str(specs / "v3.yaml"))

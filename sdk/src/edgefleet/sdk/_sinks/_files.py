@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -245,11 +244,9 @@ class VideoSink(Sink):
         self.fps = fps
         self.multi_stream = multi_stream
         self._encoders: dict[str, _Encoder] = {}
-        self._lock = threading.Lock()
         self._trails = Trails()
         self.paths: dict[str, Path] = {}
-        self._first: str | None = None  # the stream that has ``path`` when the sink is not multi-stream
-        self._used: set[Path] = set()  # every file opened in this run
+        self._used: set[Path] = set()  # every file opened in this run: none is opened twice
 
     def open(self) -> None:
         """Check now what would otherwise fail only when the encoder first writes, or at close: after the
@@ -274,14 +271,13 @@ class VideoSink(Sink):
         """The file this sink writes ``stream_id``'s video to (its next one, when it has written one)."""
         if stream_id in self._encoders:
             return self._encoders[stream_id].path
-        if not self.multi_stream and self._first in (None, stream_id):
-            path = self.path
-        else:
-            path = self.path.with_name(f"{self.path.stem}-{stream_id}{self.path.suffix or '.mp4'}")
-        n = 1
+        if not self.multi_stream and self.path not in self._used:
+            return self.path  # the first stream of a single-stream sink
+        stem, suffix = self.path.stem, self.path.suffix or ".mp4"
+        path, n = self.path.with_name(f"{stem}-{stream_id}{suffix}"), 1
         while path in self._used:  # the stream was removed and added again: its first file stays
             n += 1
-            path = self.path.with_name(f"{self.path.stem}-{stream_id}-{n}{self.path.suffix or '.mp4'}")
+            path = self.path.with_name(f"{stem}-{stream_id}-{n}{suffix}")
         return path
 
     def write(self, result: Result, frame: Frame) -> None:
@@ -290,7 +286,6 @@ class VideoSink(Sink):
             path = self.path_for(result.stream_id)
             fps = self.fps or (self.stream_fps(result.stream_id) if self.stream_fps else None) or 25.0
             enc = self._encoders[result.stream_id] = _Encoder(path, frame.width, frame.height, fps)
-            self._first = self._first or result.stream_id
             self._used.add(path)
             self.paths[result.stream_id] = path
         draw_result(frame.image, result, self._trails)

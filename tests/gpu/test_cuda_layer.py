@@ -96,3 +96,51 @@ def test_nvtx_range_is_harmless(gpu: str) -> None:
 
     with nvtx_range("test"):
         pass
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_enqueued_copies_memsets_and_launches_match_cuda_python(gpu: str, held: bool) -> None:
+    """The GIL-keeping driver calls (``_enqueue``) do what cuda-python's do: copies both ways and pitched,
+    a memset, a kernel launch; ``held`` is really taken on a machine with the driver."""
+    from edgefleet.sdk._cuda import _enqueue as enqueue
+    from edgefleet.sdk._cuda._array import DeviceArray
+    from edgefleet.sdk._cuda._bindings import CudaError, Stream
+    from edgefleet.sdk._cuda._memory import pinned_array
+    from edgefleet.sdk._cuda._nvrtc import I32, PTR, kernel
+
+    saved = enqueue.ENABLED
+    enqueue.ENABLED = held
+    try:
+        s = Stream(0)  # makes the device's context current on this thread
+        assert enqueue.held() == held  # the driver library loads on a GPU machine
+        src = pinned_array((6, 40), np.uint8, ordinal=0)
+        src[:] = np.arange(240, dtype=np.uint8).reshape(6, 40)
+        dev = DeviceArray.empty((6, 64), np.uint8, 0)  # pitch 64
+        enqueue.memset(dev.ptr, 0xAB, dev.nbytes, s.raw)
+        enqueue.copy_2d(dev.ptr, 64, src.ctypes.data, 40, 40, 6, "h2d", s.raw)
+        dev2 = DeviceArray.empty((6, 64), np.uint8, 0)
+        enqueue.copy(dev2.ptr, dev.ptr, dev.nbytes, "d2d", s.raw)
+        back = pinned_array((6, 64), np.uint8, ordinal=0)
+        enqueue.copy(back.ctypes.data, dev2.ptr, back.nbytes, "d2h", s.raw)
+        rows = pinned_array((6, 40), np.uint8, ordinal=0)
+        enqueue.copy_2d(rows.ctypes.data, 40, dev2.ptr, 64, 40, 6, "d2h", s.raw)
+        scores = DeviceArray.empty((2, 16), np.float32, 0)
+        values = np.random.default_rng(1).standard_normal((2, 16)).astype(np.float32)
+        scores.copy_from_host(values)
+        out = DeviceArray.zeros((2, 2 * 3 + 2), np.float32, 0)
+        kernel("ef_top_k_f32", 0).launch(
+            (2, 1, 1), (256, 1, 1), [(scores.ptr, PTR), (out.ptr, PTR), (16, I32), (3, I32)], s.handle, 16 * 4
+        )
+        s.synchronize()
+        np.testing.assert_array_equal(rows, src)
+        np.testing.assert_array_equal(back[:, :40], src)
+        assert (back[:, 40:] == 0xAB).all()
+        top = out.copy_to_host()
+        np.testing.assert_allclose(np.sort(top[:, :3], axis=1), np.sort(values, axis=1)[:, -3:], rtol=1e-6)
+        idx = top[:, 3:6].view(np.int32)
+        np.testing.assert_allclose(np.take_along_axis(values, idx, axis=1), top[:, :3], rtol=1e-6)
+        if held:  # a driver error becomes one CudaError naming the call
+            with pytest.raises(CudaError, match="D2H test failed: CUDA_ERROR_INVALID_VALUE"):
+                enqueue._check(1, "D2H test")
+    finally:
+        enqueue.ENABLED = saved

@@ -24,7 +24,8 @@ CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole r
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
 decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
-``analytics_process=True``; with any of them the pipeline suite also runs NanoDet at 64 streams).
+``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app
+stage that does nothing, on its own thread; with any of them the pipeline suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
 
@@ -46,10 +47,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _cpu import CpuSampler
 from _nvml import EngineSampler
 
 ROOT = Path(__file__).resolve().parents[2]
-_OPTIONS: dict[str, Any] = {"frame_upload": False, "cuda_graph": False, "workers": [1], "analytics": ["none"]}
+_OPTIONS: dict[str, Any] = {
+    "frame_upload": False,
+    "cuda_graph": False,
+    "workers": [1],
+    "analytics": ["none"],
+    "cuda_calls": ["held"],
+}
 DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
 ANALYTICS: dict[str, list[dict[str, Any]]] = {
     "none": [],
@@ -64,6 +72,21 @@ ANALYTICS: dict[str, list[dict[str, Any]]] = {
 }
 ANALYTICS["track-inline"] = ANALYTICS["track"]  # the same stages on the decoding thread (analytics_thread=False)
 ANALYTICS["track-process"] = ANALYTICS["track"]  # the same stages in the analytics process (analytics_process=True)
+# the analytics process called from the decoding thread (analytics_process=True, analytics_thread=False)
+ANALYTICS["track-process-inline"] = ANALYTICS["track"]
+ANALYTICS["pass"] = []  # one app stage that returns its results as they are, on its own thread: the thread's cost
+
+
+def _stages(analytics: str) -> list[Any]:
+    if analytics != "pass":
+        return ANALYTICS[analytics]
+    from edgefleet.sdk import AnalyticsStage
+
+    class Pass(AnalyticsStage):
+        def process(self, results: list[Any]) -> list[Any]:
+            return results
+
+    return [Pass()]
 
 
 def _env() -> dict[str, Any]:
@@ -393,11 +416,11 @@ def _pipeline(
         on_result=on_result,
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
-        analytics=ANALYTICS[analytics],
+        analytics=_stages(analytics),
         analytics_thread=not analytics.endswith("-inline"),
-        analytics_process=analytics.endswith("-process"),
+        analytics_process="-process" in analytics,
     )
-    with EngineSampler() as engines:
+    with EngineSampler() as engines, CpuSampler() as cpu:
         p.start()
         t_start = time.monotonic()
         s = p.run()
@@ -439,6 +462,7 @@ def _pipeline(
         "detections_per_frame": round(sum(s.detections_by_label.values()) / max(1, s.results), 2),
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
         "engines_steady": engines.summary(lo, hi),
+        "cpu": cpu.summary(s.results),
     }
 
 
@@ -451,8 +475,15 @@ def bench_pipeline(
 ) -> None:
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
-            runs = [(d, w, a) for d in decoders for w in _OPTIONS["workers"] for a in _OPTIONS["analytics"]]
-            for dec, w, an in runs:
+            runs = [
+                (d, w, a, c)
+                for d in decoders
+                for w in _OPTIONS["workers"]
+                for a in _OPTIONS["analytics"]
+                for c in _OPTIONS["cuda_calls"]
+            ]
+            for dec, w, an, calls in runs:
+                _cuda_calls(calls)
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
@@ -469,9 +500,17 @@ def bench_pipeline(
                         "streams": streams,
                         "batch": batch,
                         "frames_per_stream": per,
+                        "cuda_calls": calls,
                         **r,
                     }
                 )
+
+
+def _cuda_calls(setting: str) -> None:
+    """``held``: short CUDA enqueues keep the GIL (the default); ``released``: through cuda-python."""
+    from edgefleet.sdk._cuda import _enqueue
+
+    _enqueue.ENABLED = setting == "held"
 
 
 def bench_density(
@@ -541,7 +580,13 @@ def main(argv: list[str]) -> None:
     ap.add_argument(
         "--analytics",
         default="none",
-        help="comma list of none, track, track-inline, track-process: cells run once per setting",
+        help=f"comma list of {', '.join(ANALYTICS)}: cells run once per setting",
+    )
+    ap.add_argument(
+        "--cuda-calls",
+        default="held",
+        help="comma list of held, released: pipeline cells run once per setting (short CUDA enqueues "
+        "keep the GIL, or release it through cuda-python)",
     )
     ap.add_argument(
         "--switch-interval",
@@ -558,6 +603,9 @@ def main(argv: list[str]) -> None:
     _OPTIONS["frame_upload"] = args.host_frames == "upload"
     _OPTIONS["cuda_graph"] = args.cuda_graph
     _OPTIONS["analytics"] = args.analytics.split(",")
+    _OPTIONS["cuda_calls"] = args.cuda_calls.split(",")
+    if not set(_OPTIONS["cuda_calls"]) <= {"held", "released"}:
+        ap.error("--cuda-calls takes a comma list of held, released")
     if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):
         ap.error(f"--analytics takes a comma list of {', '.join(ANALYTICS)}")
     rec = Recorder(args.out, argv)

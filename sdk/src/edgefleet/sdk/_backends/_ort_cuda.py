@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._cuda import _enqueue as enqueue
 from .._cuda._array import DeviceArray
 from .._cuda._bindings import check, cudart, use_device
 from .._cuda._memory import pinned_array
@@ -255,8 +256,7 @@ class DeviceBinding:
             self._counts = DeviceArray.empty((total, self.rows), np.int32, self.ordinal)
         counts_dev = self._counts
         size = total * self.rows * 4
-        rt = cudart()
-        check(rt.cudaMemsetAsync(counts_dev.ptr, 0, size, stream.raw), "cudaMemsetAsync (candidate counts)")
+        enqueue.memset(counts_dev.ptr, 0, size, stream.raw, "cudaMemsetAsync (candidate counts)")
         first_rows = []
         row = 0
         for plan in plans:
@@ -264,8 +264,7 @@ class DeviceBinding:
             first_rows.append(row)
             row += plan.count_rows
         staged = self._pinned("counts", size)
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(rt.cudaMemcpyAsync(staged.ctypes.data, counts_dev.ptr, size, d2h, stream.raw), "D2H counts")
+        enqueue.copy(staged.ctypes.data, counts_dev.ptr, size, "d2h", stream.raw, "D2H counts")
         stream.synchronize()
         counts = staged[:size].view(np.int32).reshape(total, self.rows).copy()
         fetches: list[_Fetch | _GflFetch] = []
@@ -414,17 +413,14 @@ class _Plan:
         m = max(1, most)  # only the anchors some frame kept come back
         n = counts.shape[0]
         out, out_comp, index = self.bufs
-        rt = cudart()
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
 
         def copy(
             key: str, src: DeviceArray, rows: int, row_bytes: int, pitch: int, shape: tuple[int, ...]
         ) -> np.ndarray:
             nbytes = rows * row_bytes
             host: np.ndarray = staging(f"{self.f.output}:{key}", nbytes)[:nbytes].view(src.dtype).reshape(shape)
-            check(
-                rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, rows, d2h, stream),
-                "D2H candidates",
+            enqueue.copy_2d(
+                host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, rows, "d2h", stream, "D2H candidates"
             )
             return host
 
@@ -494,9 +490,7 @@ class _TopKPlan:
         )
         words = 2 * self.f.k + 2
         host = staging[: n * words * 4].view(np.float32).reshape(n, words)
-        rt = cudart()
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(rt.cudaMemcpyAsync(host.ctypes.data, self.out.ptr, host.nbytes, d2h, stream.raw), "D2H top k")
+        enqueue.copy(host.ctypes.data, self.out.ptr, host.nbytes, "d2h", stream.raw, "D2H top k")
         self._host = host
 
     def finish(self) -> TopK:
@@ -592,12 +586,7 @@ class _GflPlan:
         m = max(1, int(kept.max(initial=0)))
         row_bytes, pitch = m * _RECORD_WORDS * 4, per * _RECORD_WORDS * 4
         host = staging(":gfl", n * row_bytes)[: n * row_bytes].view(np.float32).reshape(n, m, _RECORD_WORDS)
-        rt = cudart()
-        d2h = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        check(
-            rt.cudaMemcpy2DAsync(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, n, d2h, stream),
-            "D2H box records",
-        )
+        enqueue.copy_2d(host.ctypes.data, row_bytes, src.ptr, pitch, row_bytes, n, "d2h", stream, "D2H box records")
         return _GflFetch(self, kept.copy(), counts[1] > 0, host, final)
 
 

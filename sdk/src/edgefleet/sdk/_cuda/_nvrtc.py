@@ -13,6 +13,7 @@ from importlib import resources
 from typing import Any
 
 from .._errors import BackendUnavailableError
+from . import _enqueue as enqueue
 from ._bindings import CudaError, check, device_info, driver, use_device
 
 __all__ = ["Kernel", "kernel"]
@@ -77,13 +78,7 @@ class Kernel:
         stream: int,
         shared_bytes: int = 0,
     ) -> None:
-        drv = driver()
-        values = tuple(v for v, _ in args)
-        types = tuple(t for _, t in args)
-        check(
-            drv.cuLaunchKernel(self._fn, *grid, *block, shared_bytes, drv.CUstream(stream), (values, types), 0),
-            f"cuLaunchKernel({self.name})",
-        )
+        enqueue.launch(self._fn, grid, block, args, stream, shared_bytes, f"cuLaunchKernel({self.name})")
 
 
 @functools.cache

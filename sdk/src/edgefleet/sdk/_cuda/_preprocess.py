@@ -18,6 +18,7 @@ import numpy as np
 from .._errors import BackendError
 from .._manifest import InputSpec
 from .._transform import Transform, compute_transform
+from . import _enqueue as enqueue
 from ._array import DeviceArray, DeviceImage, as_device_array
 from ._bindings import Stream, check, cudart, parse_device, use_device
 from ._memory import mapped_device_pointer, pinned_array
@@ -144,22 +145,15 @@ class GpuPreprocessor:
         """Launch the kernel for rows [0, n) and wait for it (and the uploads) to finish."""
         if n <= 0:
             return
-        rt = cudart()
         out = as_device_array(buffer.array)
         spec = self.spec
         row_stride = int(np.prod(out.shape[1:]))
         with nvtx_range("preprocess.kernel"):
             assert self._rows_dev is not None  # set by __call__
             nbytes = n * ROW_DTYPE.itemsize
-            check(
-                rt.cudaMemcpyAsync(
-                    self._rows_dev.ptr,
-                    self._rows_host.ctypes.data,
-                    nbytes,
-                    rt.cudaMemcpyKind.cudaMemcpyHostToDevice,
-                    self._stream.raw,
-                ),
-                "cudaMemcpyAsync (row parameters)",
+            # pinned rows: an enqueue that keeps the GIL
+            enqueue.copy(
+                self._rows_dev.ptr, self._rows_host.ctypes.data, nbytes, "h2d", self._stream.raw, "row parameters"
             )
             o = self._order
             self._kernel.launch(

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from edgefleet.sdk import AnalyticsStage, Pipeline, PipelineError, Result
+from edgefleet.sdk import AnalyticsStage, Pipeline, PipelineError, Result, Sink
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIP = ROOT / "models" / "media" / "vtest-300.mp4"
@@ -39,7 +40,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _clip_run(process: bool) -> tuple[list[tuple[Any, ...]], dict[str, Any], int | None]:
+class _SlowSink(Sink):
+    """A sink slower than the inference: the result thread falls behind and batches wait for it."""
+
+    def write(self, result: Result, frame: Any) -> None:
+        time.sleep(0.015)
+
+
+def _clip_run(
+    process: bool, thread: bool | None = None, sinks: list[Any] | None = None, overlapped: list[int] | None = None
+) -> tuple[list[tuple[Any, ...]], dict[str, Any], int | None]:
     with Pipeline(
         ROOT / "models" / "nanodet-m",
         [f"a={CLIP}", f"b={CLIP}"],
@@ -47,8 +57,13 @@ def _clip_run(process: bool) -> tuple[list[tuple[Any, ...]], dict[str, Any], int
         max_frames=60,
         analytics=[{"type": "track"}, ZONES],
         analytics_process=process,
+        analytics_thread=thread,
+        sinks=sinks or [],
     ) as p:
         pid = _worker_pid(p)
+        threads = {t.name for t in p._threads}
+        # by default the stages have a thread of their own, except when they all run in the process
+        assert ("edgefleet-decode" in threads) == (thread if thread is not None else not process)
         out = [
             (
                 r.stream_id,
@@ -61,6 +76,9 @@ def _clip_run(process: bool) -> tuple[list[tuple[Any, ...]], dict[str, Any], int
             for r in p.results(timeout=120)
         ]
         stats = p.stats().analytics
+        if overlapped is not None:
+            assert p._post is not None
+            overlapped.append(p._post.overlapped)
     return sorted(out), stats, pid
 
 
@@ -73,6 +91,20 @@ def test_the_process_gives_what_the_pipelines_own_thread_gives() -> None:
     assert sum(len(r[4]) for r in here) > 0  # and they made zone events
     assert stats_there == stats_here and stats_here["track"]["tracks_started"] > 0
     assert not _alive(pid)  # the process ended with the pipeline
+
+
+def test_from_the_decoding_thread_a_batch_is_tracked_while_the_next_is_decoded() -> None:
+    """``analytics_thread=False``: with batches waiting (a slow sink), a batch's request goes out before
+    the next one is decoded and its answer is taken after; the results are the same as in one round trip
+    each, and as in the pipeline's own process."""
+    here, stats_here, _ = _clip_run(False)
+    overlapped: list[int] = []
+    there, stats_there, pid = _clip_run(True, thread=False, sinks=[_SlowSink()], overlapped=overlapped)
+    assert overlapped[0] > 5  # it engaged
+    assert there == here and stats_there == stats_here
+    assert pid is not None and not _alive(pid)
+    light: list[int] = []
+    assert _clip_run(True, thread=False, overlapped=light)[0] == here
 
 
 class _Mine(AnalyticsStage):
@@ -146,3 +178,38 @@ def test_a_dead_analytics_process_fails_the_pipeline_with_one_clear_error(toy_mo
         with pytest.raises(PipelineError, match=r"analytics process exited \(code -9\)"):
             while time.monotonic() < deadline:
                 next(it)
+
+
+def test_a_request_made_while_a_batch_is_in_flight_keeps_that_batchs_answer() -> None:
+    """send() then another request (a live change opening a stage) before take(): the change gets its own
+    answer, the batch its own, in the order the process handled them."""
+    from edgefleet.sdk._analytics import ANALYTICS, AnalyticsContext
+    from edgefleet.sdk._analytics._base import build_stage
+    from edgefleet.sdk._analytics._remote import AnalyticsProcess, RemoteStage
+    from edgefleet.sdk._detections import Detections
+
+    worker = AnalyticsProcess()
+    track = RemoteStage(worker, ANALYTICS.coerce({"type": "track"}))
+    zones = RemoteStage(worker, ANALYTICS.coerce(ZONES))
+    ctx = AnalyticsContext(("a",), "m", "1", ("person",))
+    try:
+        track.open(ctx)
+        boxes = Detections(
+            np.array([[10.0, 10.0, 50.0, 90.0]], np.float32),
+            np.array([0.9], np.float32),
+            np.zeros(1, np.int64),
+            ("person",),
+        )
+        batch = [Result("a", i, float(i), "m", "1", 768, 576, 1.0, boxes) for i in range(3)]
+        sent = worker.send([track], batch)
+        zones.open(ctx)  # answered after the batch's answer, which it keeps for the take
+        out = worker.take(sent)
+        here = build_stage(ANALYTICS.coerce({"type": "track"}))
+        here.open(ctx)
+        expected = [r.detections[0].track_id for r in here.process(batch)]
+        assert [r.detections[0].track_id for r in out] == expected and expected[-1] == 1
+        assert worker.process([track, zones], batch[:1])[0].regions  # both stages there now
+        with pytest.raises(Exception, match="taken twice"):
+            worker.take(sent)
+    finally:
+        worker.stop()

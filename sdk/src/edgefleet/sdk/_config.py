@@ -77,10 +77,13 @@ class PipelineConfig(_Strict):
     analytics: tuple[Annotated[SerializeAsAny[AnalyticsConfig], ANALYTICS.validator], ...] = Field(
         (), description="Analytics stages between decoding and the sinks, applied in this order"
     )
-    analytics_thread: bool = Field(
-        True,
+    analytics_thread: bool | None = Field(
+        None,
         description="With analytics stages: run them and the sinks on a thread of their own, beside the "
-        "decoding (False: on the decoding thread, one after the other; docs/benchmarks.md measures both)",
+        "decoding (False: on the decoding thread, one after the other; docs/benchmarks.md measures both). "
+        "Unset: a thread of their own, except when every stage runs in the analytics process "
+        "(analytics_process), where the decoding thread sends each batch there and decodes the next one "
+        "meanwhile (docs/gpu.md measures it)",
     )
     analytics_process: bool = Field(
         False,

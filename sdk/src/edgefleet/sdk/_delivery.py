@@ -16,6 +16,11 @@ result thread to decode. Order is kept: one thread each, a FIFO between them. Wh
 falls behind, it takes every decoded batch waiting for it (up to ``MERGE_FRAMES`` frames, never across a
 change of the serving version) through the analytics stages in one call: a vectorised stage's cost is
 mostly per call, so a busy pipeline pays it once for several batches instead of falling further behind.
+
+When every analytics stage runs in the analytics process (``analytics_process``, ``analytics_thread``
+unset) there is no decode thread: ``edgefleet-post`` decodes, sends the batch to the process and, when
+the next batch is already waiting, decodes that one before taking the answer (``_run_inline``), so the
+process's work overlaps the decoding with one Python thread fewer contending for the GIL (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -94,6 +99,8 @@ class ResultStage:
         self.labels: Counter[str] = Counter()
         self.quality = QualityMeter()  # per-version KPIs of what was delivered
         self.finished_at: float | None = None
+        #: batches whose analytics answer was taken after the next batch was decoded (``_run_inline``)
+        self.overlapped = 0
         self._serving = serving  # the version of the last batch decoded (the analytics opened on it)
         # decode thread → result thread, when analytics stages run on a thread of their own
         self.handoff: queue.Queue[Any] | None = queue.Queue(maxsize=2) if analytics and analytics_thread else None
@@ -131,19 +138,26 @@ class ResultStage:
             for batch in pending.values():
                 batch.discard()
 
+    def _decoded(self) -> Generator[tuple[Batch, _Decoded | None], None, None]:
+        """The inbox's batches in formation order, each with its results (None: the pipeline is aborting);
+        a batch whose decoding raised is given back before the error goes on."""
+        with contextlib.closing(self._in_order()) as batches:
+            for ready in batches:
+                try:
+                    item = self.prepare(ready)
+                except BaseException:
+                    ready.discard()
+                    raise
+                yield ready, item
+
     def run_decode(self) -> None:
         """The decode thread (with an analytics thread): decode in order, hand on to the result thread."""
         flow, handoff = self.flow, self.handoff
         if handoff is None:
             raise PipelineError("the decode thread runs only beside an analytics thread")
         try:
-            with contextlib.closing(self._in_order()) as batches:
-                for ready in batches:
-                    try:
-                        item = self.prepare(ready)
-                    except BaseException:
-                        ready.discard()
-                        raise
+            with contextlib.closing(self._decoded()) as decoded:
+                for ready, item in decoded:
                     if item is None or not flow.put(handoff, item):
                         ready.discard()
                         if item is not None:
@@ -168,15 +182,7 @@ class ResultStage:
         flow = self.flow
         try:
             if self.handoff is None:
-                with contextlib.closing(self._in_order()) as batches:
-                    for ready in batches:
-                        try:
-                            item = self.prepare(ready)
-                            if item is not None:
-                                with self.lock:
-                                    self.finish([item])
-                        finally:
-                            ready.discard()
+                self._run_inline()
             else:
                 carry: _Decoded | None = None
                 while True:
@@ -200,6 +206,68 @@ class ResultStage:
             if self.results is not None and not flow.abort.is_set():
                 flow.put(self.results, END)
             flow.done.set()
+
+    def _run_inline(self) -> None:
+        """The result thread without an analytics thread: decode, analyse and deliver batch by batch. Where
+        every analytics stage runs in the analytics process and the next batch is already waiting, a
+        batch's request goes out before that one is decoded and its answer is taken after, so the process
+        tracks while this thread decodes; with nothing waiting the answer is taken at once (no latency
+        added to a light pipeline)."""
+        sent: tuple[_Decoded, Callable[[], list[Result]], float] | None = None
+        try:
+            with contextlib.closing(self._decoded()) as decoded:
+                for ready, item in decoded:
+                    if sent is not None:
+                        done, sent = sent, None
+                        self._complete(*done)
+                    if item is None:  # aborting
+                        ready.discard()
+                        continue
+                    if not self.analytics.remote:
+                        try:
+                            with self.lock:
+                                self.finish([item])
+                        finally:
+                            ready.discard()
+                        continue
+                    with self.lock:
+                        sent = self._send(item)
+                    if self.inbox.empty():
+                        done, sent = sent, None
+                        self._complete(*done)
+                    else:
+                        self.overlapped += 1
+            if sent is not None:  # the last batch
+                done, sent = sent, None
+                self._complete(*done)
+        finally:
+            if sent is not None:  # failed with a batch in flight
+                sent[0].batch.discard()
+
+    def _send(self, item: _Decoded) -> tuple[_Decoded, Callable[[], list[Result]], float]:
+        """Start a batch through the analytics process (shadow and model change first, as in
+        :meth:`_analyse`); returns it, what takes its answer, and the time spent."""
+        shadow = self.swapper.shadow
+        if shadow is not None:
+            shadow.observe(item.results)
+        t0 = time.perf_counter()
+        if item.change is not None:
+            self.analytics.change(item.change)
+        take = self.analytics.send(item.results)
+        if take is None:
+            raise PipelineError("analytics stages changed to in-process ones while a batch was in flight")
+        return item, take, time.perf_counter() - t0
+
+    def _complete(self, item: _Decoded, take: Callable[[], list[Result]], spent: float) -> None:
+        """Take a sent batch's answer and deliver it."""
+        try:
+            with self.lock:
+                t0 = time.perf_counter()
+                results = take()
+                self.stages["analytics"].record(spent + time.perf_counter() - t0, len(results))
+                self._deliver(item, results)
+        finally:
+            item.batch.discard()
 
     def _close(self, failure: BaseException | None) -> None:
         """Close the analytics stages, then the sinks; a close failure fails the run unless an earlier

@@ -94,7 +94,7 @@ class Pipeline:
         source_timeout_s: float = 0.0,
         keep_raw: bool = False,
         infer_workers: int | None = None,
-        analytics_thread: bool = True,
+        analytics_thread: bool | None = None,
         analytics_process: bool = False,
         result_queue: int = 256,
         frame_upload: bool = False,
@@ -133,6 +133,7 @@ class Pipeline:
         cfg_sources = self.config.sources  # validated: mappings are source configs now
         configs = iter(self.config.analytics)  # validated, in the order given, between the app's own stages
         self._analytics = [a if isinstance(a, AnalyticsStage) else next(configs) for a in analytics]
+        self._analytics_thread = self.config.analytics_thread is not False  # resolved at start (see start())
         self._package_arg = model
         self._specs = [_spec(given, item, i) for i, (given, item) in enumerate(zip(sources, cfg_sources, strict=True))]
         ids = [s.stream_id for s in self._specs]
@@ -276,6 +277,8 @@ class Pipeline:
                 self._workers = 1  # e.g. TensorRT: one execution context, one worker
             self._slot = ModelSlot(model)
             analytics = AnalyticsRunner.build(self._analytics, process=self.config.analytics_process)
+            chosen = self.config.analytics_thread
+            self._analytics_thread = not analytics.remote if chosen is None else chosen
             analytics.open([s.stream_id for s in self._specs], model_info(model))
             stack.callback(analytics.close)
             for sink in self._sinks:
@@ -308,7 +311,7 @@ class Pipeline:
             stages=self._stages,
             results=self._results if self._yield else None,
             keep_raw=self.config.keep_raw,
-            analytics_thread=self.config.analytics_thread,
+            analytics_thread=self._analytics_thread,
         )
         stages: list[tuple[str, Callable[[], None]]] = [("batch", self._batch.run)]
         stages += [(f"infer{i}" if self._workers > 1 else "infer", infer.run) for i in range(self._workers)]
@@ -338,7 +341,7 @@ class Pipeline:
             # not the whole batch: 64 streams of 1080p would otherwise pin ~15 GB of host memory.
             share = -(-model.max_batch // len(self._specs))
             # (an analytics thread holds up to three batches more: two in its queue, one in hand)
-            held = 10 if self._analytics and self.config.analytics_thread else 7
+            held = 10 if self._analytics and self._analytics_thread else 7
             in_flight = (share * held if hold else min(share * 2, model.max_batch)) + 1
             runner = SourceRunner(
                 create_source(spec),

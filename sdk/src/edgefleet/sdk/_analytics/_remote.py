@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -31,7 +32,7 @@ from .._results import Result
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
 from ._wire import WireReply, apply_reply, encode_batch
 
-__all__ = ["REMOTE_TYPES", "AnalyticsProcess", "RemoteStage"]
+__all__ = ["REMOTE_TYPES", "AnalyticsProcess", "RemoteStage", "Sent"]
 
 _log = logging.getLogger(__name__)
 #: the stage types that run in the analytics process
@@ -41,10 +42,22 @@ ANSWER_TIMEOUT_S = 120.0
 _START = "from edgefleet.sdk._analytics._worker import main; main()"
 
 
+@dataclass
+class Sent:
+    """A batch sent to the analytics process whose answer is not taken yet (:meth:`AnalyticsProcess.take`)."""
+
+    stages: Sequence[RemoteStage]
+    results: list[Result]
+    offsets: list[int]
+    what: str
+    answer: Any = None  # received early: another request came before the take
+
+
 class AnalyticsProcess:
     """The analytics process of one pipeline: started by the first stage opened, stopped by :meth:`stop`.
     Requests are serialised (one lock): the result thread's batches, and the live changes' open, close
-    and stream removals between them."""
+    and stream removals between them. A batch may be sent and its answer taken later (:meth:`send`,
+    :meth:`take`); a request made in between receives that answer first and keeps it for the take."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -52,6 +65,7 @@ class AnalyticsProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._keys = itertools.count(1)
         self._last: dict[tuple[str, ...], dict[str, Any]] = {}  # per group of stages, per stream: regions
+        self._in_flight: Sent | None = None  # sent, its answer not received yet
 
     def key(self, config: AnalyticsConfig) -> str:
         return f"{config.type}-{next(self._keys)}"
@@ -93,41 +107,87 @@ class AnalyticsProcess:
             self._conn.close()
         self._conn = None
 
+    def _send(self, message: tuple[Any, ...], what: str) -> None:
+        conn = self._start()
+        try:
+            conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            raise self._exited(what) from None
+
+    def _receive(self, what: str) -> Any:
+        conn = self._conn
+        if conn is None:
+            raise AnalyticsError(f"the analytics process is gone {what}")
+        try:
+            if not conn.poll(ANSWER_TIMEOUT_S):
+                raise AnalyticsError(f"the analytics process did not answer in {ANSWER_TIMEOUT_S:.0f} s {what}")
+            return pickle.loads(conn.recv_bytes())  # noqa: S301 (our own child, over a socket pair)
+        except (EOFError, OSError):
+            raise self._exited(what) from None
+
+    def _settle(self) -> None:
+        """Receive the answer of a batch sent and not taken yet (kept for its take)."""
+        sent, self._in_flight = self._in_flight, None
+        if sent is not None:
+            try:
+                sent.answer = self._receive(sent.what)
+            except AnalyticsError as exc:
+                sent.answer = ("failed", exc)
+
     def request(self, message: tuple[Any, ...], what: str) -> tuple[Any, ...]:
         """Send one request and wait for its answer; raises :class:`AnalyticsError` on a stage's error."""
         with self._lock:
-            conn = self._start()
-            try:
-                conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-                if not conn.poll(ANSWER_TIMEOUT_S):
-                    raise AnalyticsError(f"the analytics process did not answer in {ANSWER_TIMEOUT_S:.0f} s {what}")
-                answer = pickle.loads(conn.recv_bytes())  # noqa: S301 (our own child, over a socket pair)
-            except (EOFError, OSError):
-                raise self._exited(what) from None
+            self._settle()
+            self._send(message, what)
+            answer = self._receive(what)
         if answer[0] == "error":
             raise AnalyticsError(f"analytics {what}: {answer[1]}")
         return tuple(answer[1:])
 
     def notify(self, message: tuple[Any, ...], what: str) -> None:
-        """Send a request nobody waits for (its failure comes back with the next answer)."""
+        """Send a request nobody waits for (its failure comes back with the next answer). The process
+        handles requests in order: one sent while a batch is in flight applies after that batch."""
         with self._lock:
             if self._conn is None:
                 return  # never started, or gone: the next request says so
-            try:
-                self._conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-            except OSError:
-                raise self._exited(what) from None
+            self._send(message, what)
 
     def process(self, stages: Sequence[RemoteStage], results: list[Result]) -> list[Result]:
         """One batch through consecutive stages of this process, in one round trip."""
-        keys = tuple(s.key for s in stages)
+        return self.take(self.send(stages, results))
+
+    def send(self, stages: Sequence[RemoteStage], results: list[Result]) -> Sent:
+        """Send one batch through consecutive stages of this process; :meth:`take` its answer (the process
+        works on it meanwhile). One batch in flight at a time: sending another takes nothing for you."""
         batch = encode_batch(results)
         names = ", ".join(s.config.type for s in stages)
-        reply, stats = self.request(("process", keys, batch), f"({names}): process")
+        sent = Sent(stages, results, batch.offsets, f"({names}): process")
+        with self._lock:
+            self._settle()
+            self._send(("process", tuple(s.key for s in stages), batch), sent.what)
+            self._in_flight = sent
+        return sent
+
+    def take(self, sent: Sent) -> list[Result]:
+        """The results of a batch :meth:`send` sent, with what its stages added."""
+        with self._lock:
+            if self._in_flight is sent:
+                self._in_flight = None
+                sent.answer = self._receive(sent.what)
+        answer = sent.answer
+        if answer is None:
+            raise AnalyticsError(f"analytics {sent.what}: taken twice, or never sent")
+        sent.answer = None
+        if answer[0] == "failed":
+            raise answer[1]
+        if answer[0] == "error":
+            raise AnalyticsError(f"analytics {sent.what}: {answer[1]}")
+        reply, stats = answer[1:]
         assert isinstance(reply, WireReply)
-        for stage in stages:
+        keys = tuple(s.key for s in sent.stages)
+        for stage in sent.stages:
             stage.figures = stats.get(stage.key, {})
-        return apply_reply(results, reply, batch.offsets, self._last.setdefault(keys, {}))
+        return apply_reply(sent.results, reply, sent.offsets, self._last.setdefault(keys, {}))
 
     def forget(self, stream: str | None = None, key: str | None = None) -> None:
         """A stream left (its region counts are forgotten), or a stage closed (its groups are)."""
@@ -140,6 +200,8 @@ class AnalyticsProcess:
     def stop(self) -> None:
         """Stop the process (its stages close there); waits a few seconds, then kills it."""
         with self._lock:
+            if self._conn is not None:
+                self._settle()  # a batch in flight keeps its answer for its take
             conn, proc = self._conn, self._proc
             self._conn = self._proc = None
             if conn is None or proc is None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import AnalyticsError
@@ -93,6 +94,21 @@ class AnalyticsRunner:
                 raise AnalyticsError(f"analytics {name}: process() changed the order of the results")
             results = out
         return results
+
+    @property
+    def remote(self) -> bool:
+        """Whether there are stages and every one runs in the analytics process (:meth:`send` applies)."""
+        return bool(self.stages) and all(isinstance(stage, RemoteStage) for _, stage in self.stages)
+
+    def send(self, results: list[Result]) -> Callable[[], list[Result]] | None:
+        """Where every stage runs in the analytics process: send the batch there and return what takes its
+        answer (the process works on it meanwhile); None where a stage runs here (use :meth:`process`)."""
+        if not self.remote:
+            return None
+        group: list[RemoteStage] = [stage for _, stage in self.stages]  # type: ignore[misc]
+        worker = group[0].worker
+        sent = worker.send(group, results)
+        return functools.partial(worker.take, sent)
 
     def stats(self) -> dict[str, dict[str, float | int]]:
         out: dict[str, dict[str, float | int]] = {}

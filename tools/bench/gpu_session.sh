@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One GPU-machine call of the analytics benchmarks, run from the repository root over there.
+#
+# Here, first: stage the wheels the GPU machine lacks and build the 1080p clip (docs/gpu.md, "Benchmarks"):
+#   CHUNK_MB=44 ../shared/device/stage-wheels onnxruntime-gpu==1.31.1 pynvvideocodec==2.2.4 pydantic==2.14.4 \
+#     pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 cryptography==50.0.2 cffi==2.1.1 \
+#     pycparser==3.12 lap==0.5.13 py-spy==0.4.3
+#   tools/models/build_clip.sh --1080p30 .gpu-carry/vtest-1080p30.mp4    # .gpu-carry/ in .git/info/exclude
+# then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
+# and last, carrying .gpu-wheels/env and .gpu-carry:
+#   bash tools/bench/gpu_session.sh diag | pairs N [SETTING] | tests
+# Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
+set -uo pipefail
+case "${1:-}" in
+diag | pairs | tests) ;;
+*) echo "usage: bash tools/bench/gpu_session.sh diag | pairs N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
+esac
+mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
+source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
+export PYTHONPATH=$PWD/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
+mkdir -p .cache/media /tmp/efm && cp .gpu-carry/vtest-1080p30.mp4 .cache/media/
+B="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --suite pipeline \
+--decoders nvdec --only nanodet-fp32 --streams 64"
+t0=$(date +%s)
+step() {  # step NAME MAXSECONDS command...: bounded by what is left of BUDGET; keeps a log in $OUT
+  local name=$1 max=$2 left; shift 2
+  left=$(( ${BUDGET:-560} - ($(date +%s) - t0) ))
+  [ "$left" -lt 30 ] && { echo "skip $name (no time left)"; return; }
+  [ "$max" -gt "$left" ] && max=$left
+  echo "== $name (limit ${max}s)"
+  timeout "$max" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$? $name"; tail -n 4 "$OUT/$name.log"
+}
+case "${1:-}" in
+diag)  # what a thread, the analytics process and its layout cost, with CPU per thread; a GIL profile
+  step diag 330 $B --analytics none,pass,track-process,track-process-inline,none,pass,track-process,track-process-inline \
+    --out "$OUT/h200-analytics-diag.json"
+  step gil 90 /tmp/site/bin/py-spy record --gil --threads --nonblocking --format raw -r 200 -o "$OUT/gil.txt" -- \
+    $B --analytics track-process --out /tmp/gil.json
+  [ -f "$OUT/gil.txt" ] && python3 tools/bench/pyspy_summary.py "$OUT/gil.txt" > "$OUT/gil-summary.txt"
+  ;;
+pairs)  # N interleaved pairs of no analytics and SETTING (default track-process-inline)
+  a=$(python3 -c "import sys; print(','.join(['none', sys.argv[2]] * int(sys.argv[1])))" "${2:-10}" "${3:-track-process-inline}")
+  step pairs $(( ${BUDGET:-560} - 20 )) $B --analytics "$a" --out "$OUT/h200-analytics-pairs.json"
+  ;;
+tests)
+  step gpu-tests 400 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider -rs
+  ;;
+esac
+echo "total $(( $(date +%s) - t0 ))s"

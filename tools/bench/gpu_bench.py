@@ -485,7 +485,7 @@ def bench_pipeline(
             for dec, w, an, calls in runs:
                 _cuda_calls(calls)
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
-                src = "synthetic:?width=1920&height=1080&fps=100000&live=0" if dec == "none" else _uri(clip, dec)
+                src = "synthetic:?width=1920&height=1080&fps=9999&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
                     r = _pipeline(path, [src] * streams, batch, per, workers=w, analytics=an)

@@ -69,6 +69,23 @@ class _Decoded:
     change: ModelChange | None  # the serving version changed just before this batch
 
 
+@dataclass
+class _Analysing:
+    """Results on their way through the analytics stages: :meth:`take` gives them analysed and records
+    the stage's time (the thread's own: starting plus taking, not the analytics process's work)."""
+
+    answer: Callable[[], list[Result]]
+    metrics: StageMetrics | None
+    spent: float
+
+    def take(self) -> list[Result]:
+        t0 = time.perf_counter()
+        results = self.answer()
+        if self.metrics is not None:
+            self.metrics.record(self.spent + time.perf_counter() - t0, len(results))
+        return results
+
+
 class ResultStage:
     """Delivers every frame's result exactly once, in formation order (one thread, or two: see the module)."""
 
@@ -209,11 +226,10 @@ class ResultStage:
 
     def _run_inline(self) -> None:
         """The result thread without an analytics thread: decode, analyse and deliver batch by batch. Where
-        every analytics stage runs in the analytics process and the next batch is already waiting, a
-        batch's request goes out before that one is decoded and its answer is taken after, so the process
-        tracks while this thread decodes; with nothing waiting the answer is taken at once (no latency
-        added to a light pipeline)."""
-        sent: tuple[_Decoded, Callable[[], list[Result]], float] | None = None
+        every analytics stage runs in the analytics process and the next batch is already waiting, the
+        batch's answer is taken only after that one is decoded, so the process tracks while this thread
+        decodes; otherwise it is taken at once (no latency added to a light pipeline)."""
+        sent: tuple[_Decoded, _Analysing] | None = None
         try:
             with contextlib.closing(self._decoded()) as decoded:
                 for ready, item in decoded:
@@ -223,20 +239,13 @@ class ResultStage:
                     if item is None:  # aborting
                         ready.discard()
                         continue
-                    if not self.analytics.remote:
-                        try:
-                            with self.lock:
-                                self.finish([item])
-                        finally:
-                            ready.discard()
-                        continue
                     with self.lock:
-                        sent = self._send(item)
-                    if self.inbox.empty():
+                        sent = item, self._start(item, item.results)
+                    if self.analytics.remote and not self.inbox.empty():
+                        self.overlapped += 1
+                    else:
                         done, sent = sent, None
                         self._complete(*done)
-                    else:
-                        self.overlapped += 1
             if sent is not None:  # the last batch
                 done, sent = sent, None
                 self._complete(*done)
@@ -244,28 +253,11 @@ class ResultStage:
             if sent is not None:  # failed with a batch in flight
                 sent[0].batch.discard()
 
-    def _send(self, item: _Decoded) -> tuple[_Decoded, Callable[[], list[Result]], float]:
-        """Start a batch through the analytics process (shadow and model change first, as in
-        :meth:`_analyse`); returns it, what takes its answer, and the time spent."""
-        shadow = self.swapper.shadow
-        if shadow is not None:
-            shadow.observe(item.results)
-        t0 = time.perf_counter()
-        if item.change is not None:
-            self.analytics.change(item.change)
-        take = self.analytics.send(item.results)
-        if take is None:
-            raise PipelineError("analytics stages changed to in-process ones while a batch was in flight")
-        return item, take, time.perf_counter() - t0
-
-    def _complete(self, item: _Decoded, take: Callable[[], list[Result]], spent: float) -> None:
-        """Take a sent batch's answer and deliver it."""
+    def _complete(self, item: _Decoded, analysing: _Analysing) -> None:
+        """Take a started batch's analysed results and deliver them."""
         try:
             with self.lock:
-                t0 = time.perf_counter()
-                results = take()
-                self.stages["analytics"].record(spent + time.perf_counter() - t0, len(results))
-                self._deliver(item, results)
+                self._deliver(item, analysing.take())
         finally:
             item.batch.discard()
 
@@ -358,17 +350,22 @@ class ResultStage:
             at += n
 
     def _analyse(self, first: _Decoded, results: list[Result]) -> list[Result]:
+        return self._start(first, results).take()
+
+    def _start(self, first: _Decoded, results: list[Result]) -> _Analysing:
+        """Start results (``first``'s batch, or a group it leads) through the analytics stages: the shadow
+        sees them, the stages hear of a change of version, then they run (in the analytics process: are
+        sent there, see :meth:`AnalyticsRunner.send`)."""
         shadow = self.swapper.shadow
         if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
             shadow.observe(results)
         if not self.analytics:
-            return results
+            return _Analysing(lambda: results, None, 0.0)
         t0 = time.perf_counter()
         if first.change is not None:
             self.analytics.change(first.change)
-        results = self.analytics.process(results)
-        self.stages["analytics"].record(time.perf_counter() - t0, len(results))
-        return results
+        take = self.analytics.send(results)
+        return _Analysing(take, self.stages["analytics"], time.perf_counter() - t0)
 
     def _deliver(self, item: _Decoded, results: list[Result]) -> bool:
         """One batch's analysed results to the sinks and ``results()``. False: the pipeline is aborting."""

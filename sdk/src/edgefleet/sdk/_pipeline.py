@@ -133,7 +133,7 @@ class Pipeline:
         cfg_sources = self.config.sources  # validated: mappings are source configs now
         configs = iter(self.config.analytics)  # validated, in the order given, between the app's own stages
         self._analytics = [a if isinstance(a, AnalyticsStage) else next(configs) for a in analytics]
-        self._analytics_thread = self.config.analytics_thread is not False  # resolved at start (see start())
+        self._analytics_thread = True  # resolved by start(), once it knows where the stages run
         self._package_arg = model
         self._specs = [_spec(given, item, i) for i, (given, item) in enumerate(zip(sources, cfg_sources, strict=True))]
         ids = [s.stream_id for s in self._specs]

@@ -97,18 +97,19 @@ class AnalyticsRunner:
 
     @property
     def remote(self) -> bool:
-        """Whether there are stages and every one runs in the analytics process (:meth:`send` applies)."""
+        """Whether there are stages and every one runs in the analytics process (:meth:`send` sends)."""
         return bool(self.stages) and all(isinstance(stage, RemoteStage) for _, stage in self.stages)
 
-    def send(self, results: list[Result]) -> Callable[[], list[Result]] | None:
-        """Where every stage runs in the analytics process: send the batch there and return what takes its
-        answer (the process works on it meanwhile); None where a stage runs here (use :meth:`process`)."""
+    def send(self, results: list[Result]) -> Callable[[], list[Result]]:
+        """Start one batch through every stage; returns what gives the results. Where every stage runs in
+        the analytics process the batch is sent there and the call takes its answer (the process works on
+        it meanwhile); otherwise the stages run now (:meth:`process`)."""
         if not self.remote:
-            return None
+            out = self.process(results)
+            return lambda: out
         group: list[RemoteStage] = [stage for _, stage in self.stages]  # type: ignore[misc]
         worker = group[0].worker
-        sent = worker.send(group, results)
-        return functools.partial(worker.take, sent)
+        return functools.partial(worker.take, worker.send(group, results))
 
     def stats(self) -> dict[str, dict[str, float | int]]:
         out: dict[str, dict[str, float | int]] = {}

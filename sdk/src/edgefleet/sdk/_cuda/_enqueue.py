@@ -110,6 +110,11 @@ def _check(err: int, what: str) -> None:
     raise CudaError(f"{what} failed: {(name.value or b'CUDA error %d' % err).decode()}")
 
 
+def _runtime_kind(kind: Kind) -> Any:
+    names = {"d2d": "cudaMemcpyDeviceToDevice", "d2h": "cudaMemcpyDeviceToHost", "h2d": "cudaMemcpyHostToDevice"}
+    return getattr(cudart().cudaMemcpyKind, names[kind])
+
+
 def _handle(stream: Any) -> int:
     return int(stream) if stream is not None else 0
 
@@ -140,11 +145,7 @@ def launch(
 def copy(dst: int, src: int, nbytes: int, kind: Kind, stream: Any, what: str = "cudaMemcpyAsync") -> None:
     """Copy ``nbytes``; a host side must be pinned memory."""
     if not held():
-        rt = cudart()
-        k = {"d2d": rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice, "d2h": rt.cudaMemcpyKind.cudaMemcpyDeviceToHost}.get(
-            kind, rt.cudaMemcpyKind.cudaMemcpyHostToDevice
-        )
-        check(rt.cudaMemcpyAsync(dst, src, nbytes, k, stream), what)
+        check(cudart().cudaMemcpyAsync(dst, src, nbytes, _runtime_kind(kind), stream), what)
         return
     lib, s = _lib(), _handle(stream)
     if kind == "d2d":
@@ -170,10 +171,7 @@ def copy_2d(
     """Copy ``height`` rows of ``width`` bytes between pitched buffers; a host side must be pinned."""
     if not held():
         rt = cudart()
-        k = {"d2d": rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice, "d2h": rt.cudaMemcpyKind.cudaMemcpyDeviceToHost}.get(
-            kind, rt.cudaMemcpyKind.cudaMemcpyHostToDevice
-        )
-        check(rt.cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, k, stream), what)
+        check(rt.cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, _runtime_kind(kind), stream), what)
         return
     p = _Memcpy2D()
     p.srcPitch, p.dstPitch, p.WidthInBytes, p.Height = src_pitch, dst_pitch, width, height

@@ -8,7 +8,8 @@ At 64 streams on a GPU the pipeline is bound by the Python work of its threads u
 counts is the time the stages keep the pipeline's process busy. The input is NanoDet-m's real detections
 of the committed clip (its first 300 frames, decoded once in this run), fanned out to S streams and cut
 into batches of 4 frames per stream (S x 4 results: what the result thread takes at once when batches
-wait for it); the stages are ``track`` + gpu_bench's zone and line. Figures per frame, each the median of
+wait for it; ``--frames-per-stream 1 --batch-streams 32`` gives the batches of a 64-stream GPU pipeline
+instead: one frame of each of 32 streams); the stages are ``track`` + gpu_bench's zone and line. Figures per frame, each the median of
 ``--repeats`` passes over every batch:
 
 * ``in_process_us``: the stages run here (``AnalyticsRunner.process``);
@@ -64,6 +65,8 @@ def _timed(fn: Any, frames: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--frames-per-stream", type=int, default=4, help="consecutive frames of a stream in a batch")
+    ap.add_argument("--batch-streams", type=int, default=0, help="streams in a batch (0: all of them)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -72,9 +75,14 @@ def main() -> None:
     first = clip[0].detections
     assert isinstance(first, Detections)
     labels = first.label_table
+    per, width = args.frames_per_stream, args.batch_streams or args.streams
+    if per < 1 or width < 1:
+        ap.error("--frames-per-stream and --batch-streams take positive numbers")
+    groups = [range(g, min(g + width, args.streams)) for g in range(0, args.streams, width)]
     batches = [
-        [replace(clip[j], stream_id=f"cam{s}") for j in range(k, min(k + 4, len(clip))) for s in range(args.streams)]
-        for k in range(0, len(clip), 4)
+        [replace(clip[j], stream_id=f"cam{s}") for j in range(k, min(k + per, len(clip))) for s in group]
+        for k in range(0, len(clip), per)
+        for group in groups
     ]
     frames = sum(len(b) for b in batches)
     # the analytics process's answers, made once (its own cost is not this process's)
@@ -109,6 +117,8 @@ def main() -> None:
             "machine": machine(),
             "load_at_start": load(),
             "streams": args.streams,
+            "frames_per_stream_in_a_batch": per,
+            "streams_in_a_batch": width,
             "frames": frames,
             "detections_per_frame": round(sum(len(r.detections) for r in clip) / len(clip), 2),
             "runs": runs,

@@ -9,8 +9,8 @@ counts is the time the stages keep the pipeline's process busy. The input is Nan
 of the committed clip (its first 300 frames, decoded once in this run), fanned out to S streams and cut
 into batches of 4 frames per stream (S x 4 results: what the result thread takes at once when batches
 wait for it; ``--frames-per-stream 1 --batch-streams 32`` gives the batches of a 64-stream GPU pipeline
-instead: one frame of each of 32 streams); the stages are ``track`` + gpu_bench's zone and line. Figures per frame, each the median of
-``--repeats`` passes over every batch:
+instead: one frame of each of 32 streams); the stages are ``track`` + gpu_bench's zone and line.
+Figures per frame, each the median of ``--repeats`` passes over every batch:
 
 * ``in_process_us``: the stages run here (``AnalyticsRunner.process``);
 * ``main_side_us``: what the pipeline's process does with the analytics process: the batch to columns and

@@ -230,3 +230,23 @@ def test_a_batch_of_many_streams_equals_each_stream_alone() -> None:
             assert (r.events, r.regions) == (ref.events, ref.regions)
             n_events += len(r.events)
     assert n_events > 50  # the walkers did enter, leave, dwell and cross
+
+
+def test_frames_without_objects_still_expire_the_window_and_fire_dwell() -> None:
+    """A frame with no objects on it still moves a region on: the windowed counts drop the entries that
+    left the window, and an object inside (unseen on that frame) reaches its dwell time."""
+    stage = ZonesStage(ZonesConfig(zones=(Zone(name="z", points=SQUARE, dwell_s=2.0),), window_s=3.0))
+    (r,) = stage.process([_at("a", 0, _det(300, 300, 1))])
+    assert [e.kind for e in r.events] == ["enter"] and r.regions[0].in_window == {"person": 1}
+    kinds = []
+    for seq in range(1, 6):  # t = 101 ... 105: nothing detected; the track is still inside
+        (r,) = stage.process([_at("a", seq)])
+        kinds.append([e.kind for e in r.events])
+    assert kinds == [[], ["dwell"], [], [], []]  # inside since t=100: 2 s reached at t=102
+    assert r.regions[0].in_window == {} and r.regions[0].in_total == {"person": 1}  # t=100 left the 3 s window
+    gone = EndedTrack(1, "person", 0, "lost", 0, 5, 100.0, 105.0, 6, (280.0, 200.0, 320.0, 300.0))
+    (r,) = stage.process([_at("a", 6, ended=(gone,))])
+    assert [e.kind for e in r.events] == ["leave"] and r.regions[0].out_window == {"person": 1}
+    for seq in range(7, 12):  # nobody inside, and the leave at t=106 leaves the window at t > 109
+        (r,) = stage.process([_at("a", seq)])
+    assert r.regions[0].out_window == {} and r.regions[0].out_total == {"person": 1}

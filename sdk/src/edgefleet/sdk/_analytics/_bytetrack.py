@@ -359,7 +359,7 @@ class ByteTracker:
         n = len(b.boxes)
         ids = np.zeros(n, np.int64)
         ages = np.zeros(n, np.int64)
-        states = np.full(n, UNTRACKED, np.int64)
+        states = np.full(n, UNTRACKED, np.int8)
         has = det_track >= 0
         r = det_track[has]
         ids[has] = t.tid[r]

@@ -3,6 +3,7 @@ windowed counts per class. It needs a ``track`` stage before it: only detections
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Mapping
@@ -146,30 +147,52 @@ class ZonesStage(AnalyticsStage):
         self._untracked = 0  # results with detections but no tracked one, until the first tracked one
 
     def process(self, results: list[Result]) -> list[Result]:
-        ids: list[int] = []
-        labels: list[str] = []
-        class_ids: list[int] = []
-        boxes: list[np.ndarray] = []
-        offsets = [0]
-        frames = []
-        for r in results:
-            d = Detections.from_records(r.detections)
-            if self._untracked >= 0 and len(d):
-                self._check_tracking(d)
+        dets = [Detections.from_records(r.detections) for r in results]
+        if self._untracked >= 0:
+            for d in dets:
+                if len(d):
+                    self._check_tracking(d)
+                    if self._untracked < 0:
+                        break
+        # the batch's tracked objects (a track id > 0) as one set of columns, frame after frame
+        counts = [0] * len(dets)
+        parts = []
+        for i, d in enumerate(dets):
             if d.tracked and len(d):
-                keep = d.track_ids > 0
-                if keep.any():
-                    ids += d.track_ids[keep].tolist()
-                    class_ids += d.class_ids[keep].tolist()
-                    table = d.label_table
-                    labels += [table[i] for i in d.label_index[keep].tolist()]
-                    boxes.append(d.boxes[keep])
-            offsets.append(len(ids))
-            ended = [Ended(e.track_id, e.label, e.class_id, e.box, e.last_seen) for e in r.ended_tracks]
-            frames.append(FrameRef(r.stream_id, r.timestamp, r.frame_width, r.frame_height, ended))
-        all_boxes = np.concatenate(boxes).astype(np.float64, copy=False) if boxes else np.zeros((0, 4))
-        objs = BatchObjects(ids, labels, class_ids, all_boxes, offsets)
-        found = self.engine.update(frames, objs)
+                counts[i] = len(d)
+                parts.append(d)
+        offsets = [0, *itertools.accumulate(counts)]
+        if parts:
+            tids = np.concatenate([d.track_ids for d in parts])
+            keep = tids > 0
+            kept = np.concatenate(([0], np.cumsum(keep)))
+            offsets = kept[offsets].tolist()  # per frame, its kept objects' end in the kept columns
+            ids = tids[keep].tolist()
+            class_ids = np.concatenate([d.class_ids for d in parts])[keep].tolist()
+            label_index = np.concatenate([d.label_index for d in parts])[keep]
+            tables = {id(d.label_table): d.label_table for d in parts}
+            if len(tables) == 1:
+                (table,) = tables.values()
+                labels = [table[i] for i in label_index.tolist()]
+            else:  # frames of two models in one batch (a swap): each row by its own frame's table
+                table_of = np.repeat(np.arange(len(parts)), [len(d) for d in parts])[keep].tolist()
+                labels = [parts[f].label_table[i] for f, i in zip(table_of, label_index.tolist(), strict=True)]
+            all_boxes = np.concatenate([d.boxes for d in parts])[keep].astype(np.float64, copy=False)
+        else:
+            ids, class_ids, labels, all_boxes = [], [], [], np.zeros((0, 4))
+        frames = [
+            FrameRef(
+                r.stream_id,
+                r.timestamp,
+                r.frame_width,
+                r.frame_height,
+                [Ended(e.track_id, e.label, e.class_id, e.box, e.last_seen) for e in r.ended_tracks]
+                if r.ended_tracks
+                else (),
+            )
+            for r in results
+        ]
+        found = self.engine.update(frames, BatchObjects(ids, labels, class_ids, all_boxes, offsets))
         return [
             with_analytics(r, events=tuple(events), regions=regions)
             for r, (events, regions) in zip(results, found, strict=True)

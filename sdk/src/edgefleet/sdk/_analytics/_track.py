@@ -161,16 +161,15 @@ class TrackStage(AnalyticsStage):
             if not len(out.states) and not ended:
                 replaced.append(r)
                 continue
-            states = out.states
-            found = states >= 0
-            ids = np.where(found, out.ids, 0)
-            ages = np.where(found, out.ages, 0)
+            ids, ages, states = out.ids, out.ages, out.states  # 0, 0, UNTRACKED where the tracker has none
             if chosen is not None:  # the detections not picked keep what they had
+                found = states >= 0
                 all_ids, all_ages, all_states = d.track_ids.copy(), d.track_ages.copy(), d.track_states.copy()
                 at = chosen[found]
                 all_ids[at], all_ages[at], all_states[at] = ids[found], ages[found], states[found]
                 ids, ages, states = all_ids, all_ages, all_states
             elif d.tracked:
+                found = states >= 0
                 ids = np.where(found, ids, d.track_ids)
                 ages = np.where(found, ages, d.track_ages)
                 states = np.where(found, states, d.track_states)
@@ -178,7 +177,7 @@ class TrackStage(AnalyticsStage):
                 with_analytics(
                     r,
                     detections=d.with_tracks(ids, ages, states.astype(np.int8, copy=False)),
-                    ended_tracks=tuple(self._ended(e) for e in ended),
+                    ended_tracks=tuple(map(self._ended, ended)) if ended else (),
                 )
             )
         return replaced

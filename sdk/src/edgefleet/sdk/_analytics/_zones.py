@@ -145,8 +145,11 @@ class _Geometry:
 class _Region:
     """One region on one stream."""
 
-    def __init__(self, spec: RegionSpec, width: int, height: int, window_s: float) -> None:
+    def __init__(self, spec: RegionSpec, index: int, width: int, height: int, window_s: float) -> None:
         self.spec = spec
+        self.index = index  # the spec's place in the engine's list
+        #: regions of one spec and shape see the batch's objects the same way (one geometry for them)
+        self.shape_key: tuple[int, tuple[int, int] | None] = (index, (width, height) if spec.normalized else None)
         pts = np.array(spec.points, np.float64)
         if spec.normalized:
             pts = pts * np.array([width, height], np.float64)
@@ -181,7 +184,8 @@ class _Region:
         """Advance by one frame (objects ``lo:hi`` of the batch); append events to ``out``; True when the
         counts changed."""
         t = frame.t
-        changed = self.counts.expire(t)
+        counts = self.counts
+        changed = bool(counts.recent) and counts.recent[0][0] < t - counts.window_s and counts.expire(t)
         if self.spec.kind == "zone":
             changed |= self._zone(objs, lo, hi, geo.inside, wanted, t, out)
         else:
@@ -340,10 +344,10 @@ class RegionEngine:
         if regions is None or (regions and regions[0].size != (width, height)):
             old = {r.spec.name: r for r in regions or ()}
             regions = []
-            for s in self.specs:
+            for j, s in enumerate(self.specs):
                 if s.streams is not None and stream not in s.streams:
                     continue
-                r = _Region(s, width, height, self.window_s)
+                r = _Region(s, j, width, height, self.window_s)
                 if s.name in old:  # a new frame size: keep the counts, forget positions
                     r.counts = old[s.name].counts
                 regions.append(r)
@@ -358,19 +362,20 @@ class RegionEngine:
         its events and every region's counts on its stream."""
         geometry: dict[tuple[int, tuple[int, int] | None], _Geometry] = {}  # per spec and scaled shape
         wanted: dict[int, list[bool] | None] = {}  # per spec: which objects have a label it counts
-        spec_index = {id(s): j for j, s in enumerate(self.specs)}
+        offsets = objs.offsets
         out = []
         for i, f in enumerate(frames):
-            lo, hi = objs.offsets[i], objs.offsets[i + 1]
+            lo, hi = offsets[i], offsets[i + 1]
             events: list[AnalyticsEvent] = []
             regions = self.regions(f.stream, f.width, f.height)
             changed = False
             for r in regions:
-                j = spec_index[id(r.spec)]
-                key = (j, r.size if r.spec.normalized else None)
-                geo = geometry.get(key)
+                if lo == hi and not f.ended and not r.members and not r.counts.recent:
+                    continue  # nothing on this frame for it, nobody inside, nothing to expire
+                geo = geometry.get(r.shape_key)
                 if geo is None:
-                    geo = geometry[key] = r.geometry(objs) if len(objs.ids) else _Geometry()
+                    geo = geometry[r.shape_key] = r.geometry(objs) if len(objs.ids) else _Geometry()
+                j = r.index
                 if j not in wanted:
                     classes = r.spec.classes
                     wanted[j] = None if classes is None else [lb in classes for lb in objs.labels]

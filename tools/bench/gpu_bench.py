@@ -25,7 +25,8 @@ CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole r
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
 decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
 ``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app
-stage that does nothing, on its own thread; with any of them the pipeline suite also runs NanoDet at 64 streams).
+stage that does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
+suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
 
@@ -634,8 +635,8 @@ def main(argv: list[str]) -> None:
             elif suite == "pipeline":
                 cells = [(m, s, 8 if s == 1 else 32) for m in ("yolov8n-fp16", "yolov8n-fp32") for s in stream_counts]
                 extra = [("nanodet-fp32", 16, 32), ("resnet50-fp16", 16, 32), ("resnet50-fp16", 64, 32)]
-                if _OPTIONS["analytics"] != ["none"]:
-                    extra.append(("nanodet-fp32", 64, 32))
+                if _OPTIONS["analytics"] != ["none"] or "nanodet-fp32" in args.only.split(","):
+                    extra.append(("nanodet-fp32", 64, 32))  # the analytics cell, also asked for by name
                 cells += [c for c in extra if c[1] in stream_counts]
                 bench_pipeline(
                     rec,

@@ -183,9 +183,10 @@ class _Region:
     ) -> bool:
         """Advance by one frame (objects ``lo:hi`` of the batch); append events to ``out``; True when the
         counts changed."""
+        if lo == hi and not frame.ended and not self.members and not self.counts.recent:
+            return False  # nothing on this frame for it, nobody inside, nothing to expire
         t = frame.t
-        counts = self.counts
-        changed = bool(counts.recent) and counts.recent[0][0] < t - counts.window_s and counts.expire(t)
+        changed = self.counts.expire(t)
         if self.spec.kind == "zone":
             changed |= self._zone(objs, lo, hi, geo.inside, wanted, t, out)
         else:
@@ -370,8 +371,6 @@ class RegionEngine:
             regions = self.regions(f.stream, f.width, f.height)
             changed = False
             for r in regions:
-                if lo == hi and not f.ended and not r.members and not r.counts.recent:
-                    continue  # nothing on this frame for it, nobody inside, nothing to expire
                 geo = geometry.get(r.shape_key)
                 if geo is None:
                     geo = geometry[r.shape_key] = r.geometry(objs) if len(objs.ids) else _Geometry()

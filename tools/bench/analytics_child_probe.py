@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -79,6 +80,18 @@ w.main()
 """
 
 
+def figures(path: Path) -> dict[str, Any]:
+    """What the probed analytics process wrote at its exit: CPU ms per batch of each part, the batches,
+    and how many tracker rounds (the most frames of one stream) each held."""
+    child = json.loads(path.read_text(encoding="utf-8"))
+    batches = child.pop("batches", 0) or 1
+    return {
+        "batches": batches,
+        "rounds_per_batch": child["rounds_per_batch"],
+        "cpu_ms_per_batch": {k: round(v / batches * 1000, 3) for k, v in child.items() if isinstance(v, float)},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
@@ -97,9 +110,7 @@ def main() -> None:
         run = path_bench.run_once(args.streams, args.batch, args.frames, "with_process_inline")
         if not figures_path.exists():
             raise SystemExit("the analytics process wrote no figures")
-        child = json.loads(figures_path.read_text(encoding="utf-8"))
-    batches = child.pop("batches", 0) or 1
-    per_batch = {k: round(v / batches * 1000, 3) for k, v in child.items() if isinstance(v, float)}
+        child = figures(figures_path)
     emit(
         {
             "bench": "analytics-child",
@@ -110,9 +121,7 @@ def main() -> None:
             "batch": args.batch,
             "frames_per_stream": args.frames,
             "recorded_frames": recorded,
-            "batches": batches,
-            "rounds_per_batch": child["rounds_per_batch"],
-            "cpu_ms_per_batch": per_batch,
+            **child,
             "pipeline": run,
             "load_at_end": load(),
         },

@@ -24,8 +24,8 @@ CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole r
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
 decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
-``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app
-stage that does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
+``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app stage that
+does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
 suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
@@ -38,12 +38,15 @@ Analytics at 64 streams (the real detector, with and without tracking, interleav
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
+import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,7 @@ _OPTIONS: dict[str, Any] = {
     "workers": [1],
     "analytics": ["none"],
     "cuda_calls": ["held"],
+    "child_probe": False,
 }
 DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
 ANALYTICS: dict[str, list[dict[str, Any]]] = {
@@ -418,10 +422,10 @@ def _pipeline(
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
         analytics=_stages(analytics),
-        analytics_thread=not analytics.endswith("-inline"),
+        analytics_thread="-inline" not in analytics,
         analytics_process="-process" in analytics,
     )
-    with EngineSampler() as engines, CpuSampler() as cpu:
+    with EngineSampler() as engines, CpuSampler() as cpu, _child_probe(analytics) as child:
         p.start()
         t_start = time.monotonic()
         s = p.run()
@@ -460,11 +464,45 @@ def _pipeline(
         "copies": s.copies["counts"],
         "dropped": s.dropped,
         "mean_batch": round(s.mean_batch, 2),
+        # batches whose analytics answer was taken after the next batch was decoded (track-process-inline)
+        "overlapped_batches": getattr(getattr(p, "_post", None), "overlapped", None),
         "detections_per_frame": round(sum(s.detections_by_label.values()) / max(1, s.results), 2),
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
         "engines_steady": engines.summary(lo, hi),
         "cpu": cpu.summary(s.results),
+        **({"analytics_child": child.figures()} if child else {}),
     }
+
+
+class _Probe:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def figures(self) -> dict[str, Any]:
+        import analytics_child_probe
+
+        if not self.path.exists():
+            return {"error": "the analytics process wrote no figures"}
+        return analytics_child_probe.figures(self.path)  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _child_probe(analytics: str) -> Iterator[_Probe | None]:
+    """--child-probe, for a cell with the analytics process: that process started with its request loop
+    timed (``analytics_child_probe``); its figures are there once the pipeline has stopped."""
+    if not (_OPTIONS["child_probe"] and "-process" in analytics):
+        yield None
+        return
+    import analytics_child_probe
+
+    from edgefleet.sdk._analytics import _remote
+
+    start, out = _remote._START, Path(tempfile.mkdtemp(prefix="child-probe-")) / "child.json"
+    os.environ["PROBE_OUT"], _remote._START = str(out), analytics_child_probe._PROBE
+    try:
+        yield _Probe(out)
+    finally:
+        _remote._START = start
 
 
 def bench_pipeline(
@@ -590,6 +628,12 @@ def main(argv: list[str]) -> None:
         "keep the GIL, or release it through cuda-python)",
     )
     ap.add_argument(
+        "--child-probe",
+        action="store_true",
+        help="the analytics process times its request loop in its own CPU time (analytics_child_probe.py): "
+        "each cell with it gets its parts' CPU ms per batch",
+    )
+    ap.add_argument(
         "--switch-interval",
         type=float,
         default=None,
@@ -605,6 +649,7 @@ def main(argv: list[str]) -> None:
     _OPTIONS["cuda_graph"] = args.cuda_graph
     _OPTIONS["analytics"] = args.analytics.split(",")
     _OPTIONS["cuda_calls"] = args.cuda_calls.split(",")
+    _OPTIONS["child_probe"] = args.child_probe
     if not set(_OPTIONS["cuda_calls"]) <= {"held", "released"}:
         ap.error("--cuda-calls takes a comma list of held, released")
     if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):

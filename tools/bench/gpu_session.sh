@@ -8,20 +8,20 @@
 #   tools/models/build_clip.sh --1080p30 .gpu-carry/vtest-1080p30.mp4    # .gpu-carry/ in .git/info/exclude
 # then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
 # and last, carrying .gpu-wheels/env and .gpu-carry:
-#   bash tools/bench/gpu_session.sh diag | pairs N [SETTING] | density N [SETTING] | tests
+#   bash tools/bench/gpu_session.sh diag | child | pairs N [SETTING] | density N [SETTING] | tests
 # DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder) picks the pipeline cells' decoder.
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail
 case "${1:-}" in
-diag | pairs | density | tests) ;;
-*) echo "usage: bash tools/bench/gpu_session.sh diag | pairs N [SETTING] | density N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
+diag | child | pairs | density | tests) ;;
+*) echo "usage: bash tools/bench/gpu_session.sh diag | child | pairs N [SETTING] | density N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
 esac
 mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
 source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
 export PYTHONPATH=$PWD/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
 mkdir -p .cache/media /tmp/efm && cp .gpu-carry/vtest-1080p30.mp4 .cache/media/
 C="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --only nanodet-fp32"
-B="$C --suite pipeline --decoders ${DECODERS:-nvdec} --streams 64"
+B="$C --suite pipeline --decoders ${DECODERS:-nvdec} --streams 64 --child-probe"
 t0=$(date +%s)
 step() {  # step NAME MAXSECONDS command...: bounded by what is left of BUDGET; keeps a log in $OUT
   local name=$1 max=$2 left; shift 2
@@ -39,6 +39,12 @@ diag)  # what a thread, the analytics process and its layout cost, with CPU per 
     $B --analytics track-process --out /tmp/gil.json
   [ -f "$OUT/gil.txt" ] && python3 tools/bench/pyspy_summary.py "$OUT/gil.txt" > "$OUT/gil-summary.txt"
   ;;
+child)  # the host's CPUs, and a profile of the analytics process (and the pipeline's) in one 64-stream cell
+  { lscpu; echo "SMT siblings:"; sort -u /sys/devices/system/cpu/cpu*/topology/thread_siblings_list | tr '\n' ' '; } \
+    > "$OUT/lscpu.txt" 2>&1
+  step child-pyspy 120 /tmp/site/bin/py-spy record --subprocesses --threads --nonblocking --format raw -r 200 \
+    -o "$OUT/child-pyspy.txt" -- $B --analytics track-process-inline --out "$OUT/h200-analytics-child.json"
+  ;;
 pairs | density)  # N interleaved rounds of no analytics and SETTING (a comma list; default track-process-inline)
   a=$(python3 -c "import sys; print(','.join(['none', *sys.argv[2].split(',')] * int(sys.argv[1])))" "${2:-10}" \
     "${3:-track-process-inline}")
@@ -46,7 +52,7 @@ pairs | density)  # N interleaved rounds of no analytics and SETTING (a comma li
     step "pairs-${DECODERS:-nvdec}" $(( ${BUDGET:-560} - 20 )) $B --analytics "$a" \
       --out "$OUT/h200-analytics-pairs-${DECODERS:-nvdec}.json"
   else  # 64 streams paced at 30 fps each (the default NVDEC path), ten seconds a cell
-    step density $(( ${BUDGET:-560} - 20 )) $C --suite density --density-streams 64 --decoders nvdec --analytics "$a" \
+    step density $(( ${BUDGET:-560} - 20 )) $C --child-probe --suite density --density-streams 64 --decoders nvdec --analytics "$a" \
       --out "$OUT/h200-analytics-density.json"
   fi
   ;;

@@ -213,3 +213,51 @@ def test_a_request_made_while_a_batch_is_in_flight_keeps_that_batchs_answer() ->
             worker.take(sent)
     finally:
         worker.stop()
+
+
+def test_the_result_thread_takes_the_answer_or_the_next_batch_whichever_comes_first() -> None:
+    """With a batch in the analytics process: its answer first means deliver now (no latency added to a
+    light pipeline); the next batch first (the process held up here by SIGSTOP) means decode that one
+    meanwhile, also when it was not waiting yet as the batch went out."""
+    import queue
+
+    from edgefleet.sdk._analytics import ANALYTICS, AnalyticsContext
+    from edgefleet.sdk._analytics._remote import AnalyticsProcess, RemoteStage
+    from edgefleet.sdk._delivery import next_batch_first
+    from edgefleet.sdk._detections import Detections
+
+    worker = AnalyticsProcess()
+    track = RemoteStage(worker, ANALYTICS.coerce({"type": "track"}))
+    boxes = Detections(
+        np.array([[10.0, 10.0, 50.0, 90.0]], np.float32),
+        np.array([0.9], np.float32),
+        np.zeros(1, np.int64),
+        ("person",),
+    )
+    batch = [Result("a", 0, 0.0, "m", "1", 768, 576, 1.0, boxes)]
+    inbox: queue.Queue[Any] = queue.Queue()
+    abort = threading.Event()
+    try:
+        track.open(AnalyticsContext(("a",), "m", "1", ("person",)))
+        sent = worker.send([track], batch)
+        assert next_batch_first(lambda t: worker.answered(sent, t), inbox, abort) is False  # the answer came
+        assert worker.take(sent)[0].detections[0].track_state == "tentative"  # the tracker saw it
+        pid = worker.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            sent = worker.send([track], batch)
+            threading.Timer(0.2, inbox.put, ("next batch",)).start()  # arrives while the answer is held up
+            t0 = time.monotonic()
+            assert next_batch_first(lambda t: worker.answered(sent, t), inbox, abort) is True
+            assert 0.15 < time.monotonic() - t0 < 5
+            assert not worker.answered(sent, 0.05)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert worker.answered(sent, 5.0) and len(worker.take(sent)) == 1
+        sent = worker.send([track], batch)
+        abort.set()  # an aborting pipeline does not wait for the answer either
+        assert next_batch_first(lambda t: False, queue.Queue(), abort) is True
+        worker.take(sent)
+    finally:
+        worker.stop()

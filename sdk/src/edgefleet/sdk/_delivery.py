@@ -19,8 +19,8 @@ mostly per call, so a busy pipeline pays it once for several batches instead of 
 
 When every analytics stage runs in the analytics process (``analytics_process``, ``analytics_thread``
 unset) there is no decode thread: ``edgefleet-post`` decodes, sends the batch to the process and, when
-the next batch is already waiting, decodes that one before taking the answer (``_run_inline``), so the
-process's work overlaps the decoding with one Python thread fewer contending for the GIL (docs/gpu.md).
+the next batch comes before the answer, decodes that one before taking the answer (``_run_inline``), so
+the process's work overlaps the decoding with one Python thread fewer contending for the GIL (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -49,11 +49,23 @@ from ._sinks import Sink
 from ._stages import rerun
 from ._swap import Swapper
 
-__all__ = ["ResultStage", "model_info"]
+__all__ = ["ResultStage", "model_info", "next_batch_first"]
 
 _log = logging.getLogger(__name__)
 #: the most frames the result thread hands to the analytics stages in one call, when batches wait for it
 MERGE_FRAMES = 256
+#: how long the result thread waits on the analytics process's socket between looks at its inbox
+POLL_S = 0.0005
+
+
+def next_batch_first(ready: Callable[[float], bool], inbox: queue.Queue[Any], abort: threading.Event) -> bool:
+    """Wait for an analytics answer (``ready(timeout)``: the process's socket polled off the GIL) or the
+    next batch in ``inbox``, whichever comes first. True: the next batch came first (or the pipeline is
+    aborting), to be decoded while the process works; False: the answer came first, to deliver at once."""
+    while not ready(POLL_S):
+        if not inbox.empty() or abort.is_set():
+            return True
+    return False
 
 
 def model_info(model: LoadedModel) -> ModelInfo:
@@ -77,6 +89,7 @@ class _Analysing:
     answer: Callable[[], list[Result]]
     metrics: StageMetrics | None
     spent: float
+    ready: Callable[[float], bool] = lambda _timeout: True  # whether the answer is there (waiting so long)
 
     def take(self) -> list[Result]:
         t0 = time.perf_counter()
@@ -226,9 +239,10 @@ class ResultStage:
 
     def _run_inline(self) -> None:
         """The result thread without an analytics thread: decode, analyse and deliver batch by batch. Where
-        every analytics stage runs in the analytics process and the next batch is already waiting, the
-        batch's answer is taken only after that one is decoded, so the process tracks while this thread
-        decodes; otherwise it is taken at once (no latency added to a light pipeline)."""
+        every analytics stage runs in the analytics process, a batch sent there is delivered as soon as its
+        answer comes, unless the next batch comes first: then that one is decoded while the process works
+        and the answer is taken after (:func:`next_batch_first`). So a busy pipeline's result thread
+        never waits for the process with a batch to decode, and a light one adds no latency."""
         sent: tuple[_Decoded, _Analysing] | None = None
         try:
             with contextlib.closing(self._decoded()) as decoded:
@@ -241,7 +255,7 @@ class ResultStage:
                         continue
                     with self.lock:
                         sent = item, self._start(item, item.results)
-                    if self.analytics.remote and not self.inbox.empty():
+                    if self.analytics.remote and next_batch_first(sent[1].ready, self.inbox, self.flow.abort):
                         self.overlapped += 1
                     else:
                         done, sent = sent, None
@@ -364,8 +378,8 @@ class ResultStage:
         t0 = time.perf_counter()
         if first.change is not None:
             self.analytics.change(first.change)
-        take = self.analytics.send(results)
-        return _Analysing(take, self.stages["analytics"], time.perf_counter() - t0)
+        pending = self.analytics.send(results)
+        return _Analysing(pending.take, self.stages["analytics"], time.perf_counter() - t0, pending.ready)
 
     def _deliver(self, item: _Decoded, results: list[Result]) -> bool:
         """One batch's analysed results to the sinks and ``results()``. False: the pipeline is aborting."""

@@ -168,6 +168,17 @@ class AnalyticsProcess:
             self._in_flight = sent
         return sent
 
+    def answered(self, sent: Sent, timeout: float) -> bool:
+        """Whether :meth:`take` would not wait for ``sent``'s answer (waiting up to ``timeout`` seconds for
+        it, off the GIL); True too when the process is gone (the take says so)."""
+        with self._lock:
+            if self._in_flight is not sent or self._conn is None:
+                return True  # received already (kept for its take), or nothing will come
+            try:
+                return self._conn.poll(timeout)
+            except OSError:
+                return True
+
     def take(self, sent: Sent) -> list[Result]:
         """The results of a batch :meth:`send` sent, with what its stages added."""
         with self._lock:

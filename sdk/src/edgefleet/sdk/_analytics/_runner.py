@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AnalyticsError
@@ -12,10 +13,19 @@ from .._results import Result
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange, build_stage
 from ._remote import REMOTE_TYPES, AnalyticsProcess, RemoteStage
 
-__all__ = ["AnalyticsRunner", "ModelInfo"]
+__all__ = ["AnalyticsRunner", "ModelInfo", "Pending"]
 
 _log = logging.getLogger(__name__)
 ModelInfo = tuple[str, str, tuple[str, ...]]  # name, version, labels
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A batch started through the stages (:meth:`AnalyticsRunner.send`): ``take()`` gives its results;
+    ``ready(timeout)`` says whether they are there, waiting up to ``timeout`` seconds for them."""
+
+    take: Callable[[], list[Result]]
+    ready: Callable[[float], bool]
 
 
 class AnalyticsRunner:
@@ -100,16 +110,17 @@ class AnalyticsRunner:
         """Whether there are stages and every one runs in the analytics process (:meth:`send` sends)."""
         return bool(self.stages) and all(isinstance(stage, RemoteStage) for _, stage in self.stages)
 
-    def send(self, results: list[Result]) -> Callable[[], list[Result]]:
+    def send(self, results: list[Result]) -> Pending:
         """Start one batch through every stage; returns what gives the results. Where every stage runs in
         the analytics process the batch is sent there and the call takes its answer (the process works on
         it meanwhile); otherwise the stages run now (:meth:`process`)."""
         if not self.remote:
             out = self.process(results)
-            return lambda: out
+            return Pending(lambda: out, lambda _timeout: True)
         group: list[RemoteStage] = [stage for _, stage in self.stages]  # type: ignore[misc]
         worker = group[0].worker
-        return functools.partial(worker.take, worker.send(group, results))
+        sent = worker.send(group, results)
+        return Pending(functools.partial(worker.take, sent), functools.partial(worker.answered, sent))
 
     def stats(self) -> dict[str, dict[str, float | int]]:
         out: dict[str, dict[str, float | int]] = {}

@@ -11,7 +11,10 @@ process's own CPU time, each ``process`` request's parts: the batch off the wire
 onto the wire, and the socket reads and writes; it writes them to a file when it exits. Figures: CPU ms
 per batch of each part, and how many distinct streams (tracker rounds) the batches held. The replay
 backend hands every batch the clip's next frame: with more streams than a batch holds, each stream
-sees every (streams / batch)-th frame of the clip.
+sees every (streams / batch)-th frame of the clip. ``--replay N`` also records the process's requests
+and runs them N times more in this process, alone (``in_pipeline_over_replayed``: how much more a stage
+cost inside the pipeline than on the same requests outside it). gpu_bench's ``--child-probe`` starts
+the analytics process of its GPU cells with the same wrapper (:data:`_PROBE`, :func:`figures`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +58,10 @@ def timed_send(conn, message):
     c = time.thread_time(); conn.send_bytes(b); T["socket_write"] += time.thread_time() - c
 w._send = timed_send
 handle = w._handle
+REQUESTS = [] if os.environ.get("PROBE_REQUESTS") else None
 def timed_handle(op, request, stages, sent):
+    if REQUESTS is not None:
+        REQUESTS.append(pickle.dumps((op, request), protocol=pickle.HIGHEST_PROTOCOL))
     if op != "process":
         return handle(op, request, stages, sent)
     _, keys, batch = request
@@ -75,6 +84,9 @@ def dump():
     out["rounds_per_batch"] = {str(k): v for k, v in rounds.items()}
     with open(os.environ["PROBE_OUT"], "w", encoding="utf-8") as f:
         json.dump(out, f)
+    if REQUESTS is not None:
+        with open(os.environ["PROBE_REQUESTS"], "wb") as f:
+            pickle.dump(REQUESTS, f)
 atexit.register(dump)
 w.main()
 """
@@ -92,11 +104,44 @@ def figures(path: Path) -> dict[str, Any]:
     }
 
 
+def replay(requests: list[bytes]) -> dict[str, float]:
+    """The recorded requests again, here, through fresh stages (the same ``_handle``), nothing else
+    running: each stage's CPU ms per batch."""
+    from edgefleet.sdk._analytics import _worker
+    from edgefleet.sdk._analytics._wire import decode_batch
+
+    spent: dict[str, float] = {}
+    stages: dict[str, Any] = {}
+    sent: dict[tuple[str, ...], dict[str, object]] = {}
+    batches = 0
+    for raw in requests:
+        op, request = pickle.loads(raw)  # recorded by this run
+        if op != "process":
+            _worker._handle(op, request, stages, sent)
+            continue
+        _, keys, batch = request
+        results = decode_batch(batch)
+        for key in keys:
+            c = time.thread_time()
+            results = stages[key].process(results)
+            name = "stage " + key.rsplit("-", 1)[0]
+            spent[name] = spent.get(name, 0.0) + time.thread_time() - c
+        batches += 1
+    return {k: round(v / max(1, batches) * 1000, 3) for k, v in spent.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--frames", type=int, default=300, help="per stream")
+    ap.add_argument(
+        "--replay",
+        type=int,
+        default=0,
+        help="then run the analytics process's recorded requests again this many times in this process, "
+        "alone: the same stages on the same detections outside the pipeline",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if min(args.streams, args.batch, args.frames) < 1:
@@ -106,11 +151,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="child-probe-") as tmp:
         figures_path = Path(tmp) / "child.json"
         os.environ["PROBE_OUT"] = str(figures_path)  # the analytics process inherits the environment
+        requests_path = Path(tmp) / "requests.pickle"
+        if args.replay:
+            os.environ["PROBE_REQUESTS"] = str(requests_path)
         _remote._START = _PROBE
         run = path_bench.run_once(args.streams, args.batch, args.frames, "with_process_inline")
         if not figures_path.exists():
             raise SystemExit("the analytics process wrote no figures")
         child = figures(figures_path)
+        replayed = []
+        if args.replay:
+            with requests_path.open("rb") as f:
+                requests = pickle.load(f)  # written by this run's analytics process
+            replayed = [replay(requests) for _ in range(args.replay)]
+    extra: dict[str, Any] = {}
+    if replayed:
+        extra["replayed_cpu_ms_per_batch"] = replayed
+        extra["in_pipeline_over_replayed"] = {
+            k: round(child["cpu_ms_per_batch"][k] / statistics.median(r[k] for r in replayed), 2) for k in replayed[0]
+        }
     emit(
         {
             "bench": "analytics-child",
@@ -122,6 +181,7 @@ def main() -> None:
             "frames_per_stream": args.frames,
             "recorded_frames": recorded,
             **child,
+            **extra,
             "pipeline": run,
             "load_at_end": load(),
         },

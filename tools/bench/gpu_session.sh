@@ -8,13 +8,13 @@
 #   tools/models/build_clip.sh --1080p30 .gpu-carry/vtest-1080p30.mp4    # .gpu-carry/ in .git/info/exclude
 # then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
 # and last, carrying .gpu-wheels/env and .gpu-carry:
-#   bash tools/bench/gpu_session.sh diag | child | pairs N [SETTING] | density N [SETTING] | tests
+#   bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests
 # DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder) picks the pipeline cells' decoder.
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail
 case "${1:-}" in
-diag | child | pairs | density | tests) ;;
-*) echo "usage: bash tools/bench/gpu_session.sh diag | child | pairs N [SETTING] | density N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
+diag | child | gil | pairs | density | tests) ;;
+*) echo "usage: bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
 esac
 mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
 source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
@@ -44,6 +44,14 @@ child)  # the host's CPUs, and a profile of the analytics process (and the pipel
     > "$OUT/lscpu.txt" 2>&1
   step child-pyspy 120 /tmp/site/bin/py-spy record --subprocesses --threads --nonblocking --format raw -r 200 \
     -o "$OUT/child-pyspy.txt" -- $B --analytics track-process-inline --out "$OUT/h200-analytics-child.json"
+  [ -f "$OUT/child-pyspy.txt" ] && python3 tools/bench/pyspy_summary.py --child --top 40 "$OUT/child-pyspy.txt" > "$OUT/child-pyspy-summary.txt"
+  ;;
+gil)  # where the pipeline's GIL goes, by thread, without analytics and with the committed layout (one cell each)
+  for a in none track-process-inline; do
+    step "gil-$a" 90 /tmp/site/bin/py-spy record --gil --threads --nonblocking --format raw -r 200 -o "$OUT/gil-$a.txt" -- \
+      $B --analytics "$a" --out "$OUT/h200-gil-$a.json"
+    [ -f "$OUT/gil-$a.txt" ] && python3 tools/bench/pyspy_summary.py "$OUT/gil-$a.txt" > "$OUT/gil-$a-summary.txt"
+  done
   ;;
 pairs | density)  # N interleaved rounds of no analytics and SETTING (a comma list; default track-process-inline)
   a=$(python3 -c "import sys; print(','.join(['none', *sys.argv[2].split(',')] * int(sys.argv[1])))" "${2:-10}" \

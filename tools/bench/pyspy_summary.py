@@ -3,6 +3,7 @@
 
     py-spy record --gil --threads --format raw -o gil.txt -- python tools/bench/gpu_bench.py ...
     python tools/bench/pyspy_summary.py gil.txt [--top 25]
+    python tools/bench/pyspy_summary.py --child child-pyspy.txt   # of py-spy record --subprocesses
 """
 
 from __future__ import annotations
@@ -37,14 +38,39 @@ def summarise(path: Path, top: int) -> list[str]:
     return out
 
 
+def summarise_child(path: Path, top: int) -> list[str]:
+    """The analytics process's main thread in a ``py-spy record --subprocesses --threads --format raw``
+    profile (its command line spans lines there): samples by frame, inclusive and innermost."""
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r'process (\d+):"[^"\n]*-c \n[^;]*?_analytics\._worker', text)
+    if found is None:
+        raise SystemExit(f"{path}: no analytics process in this profile (recorded with --subprocesses?)")
+    pid = found.group(1)
+    inclusive: collections.Counter[str] = collections.Counter()
+    leaves: collections.Counter[str] = collections.Counter()
+    total = 0
+    for m in re.finditer(rf'process {pid}:".*?";thread \({pid}\)[^;\n]*;([^\n]*?) (\d+)\n', text, re.S):
+        frames, n = m.group(1).split(";"), int(m.group(2))
+        total += n
+        leaves[frames[-1]] += n
+        for f in set(frames):
+            inclusive[f] += n
+    out = [f"analytics process {pid}: {total} samples (running, not idle)", "-- inclusive"]
+    out += [f"{v / total:6.1%}  {k}" for k, v in inclusive.most_common(top)]
+    out.append("-- innermost frames")
+    out += [f"{v / total:6.1%}  {k}" for k, v in leaves.most_common(top)]
+    return out
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("profile", type=Path)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--child", action="store_true", help="the analytics process of a --subprocesses profile")
     args = ap.parse_args(argv)
     if not args.profile.is_file():
         raise SystemExit(f"{args.profile}: no such file")
-    print("\n".join(summarise(args.profile, args.top)))
+    print("\n".join((summarise_child if args.child else summarise)(args.profile, args.top)))
 
 
 if __name__ == "__main__":

@@ -172,12 +172,13 @@ class AnalyticsProcess:
         """Whether :meth:`take` would not wait for ``sent``'s answer (waiting up to ``timeout`` seconds for
         it, off the GIL); True too when the process is gone (the take says so)."""
         with self._lock:
-            if self._in_flight is not sent or self._conn is None:
+            conn = self._conn
+            if self._in_flight is not sent or conn is None:
                 return True  # received already (kept for its take), or nothing will come
-            try:
-                return self._conn.poll(timeout)
-            except OSError:
-                return True
+        try:  # outside the lock: a live change may send meanwhile (it receives this answer first, for the take)
+            return conn.poll(timeout)
+        except (OSError, ValueError):  # closed meanwhile: the take says what happened
+            return True
 
     def take(self, sent: Sent) -> list[Result]:
         """The results of a batch :meth:`send` sent, with what its stages added."""

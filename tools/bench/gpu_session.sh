@@ -50,7 +50,8 @@ gil)  # where the pipeline's GIL goes, by thread, without analytics and with the
   for a in none track-process-inline; do
     step "gil-$a" 90 /tmp/site/bin/py-spy record --gil --threads --nonblocking --format raw -r 200 -o "$OUT/gil-$a.txt" -- \
       $B --analytics "$a" --out "$OUT/h200-gil-$a.json"
-    [ -f "$OUT/gil-$a.txt" ] && python3 tools/bench/pyspy_summary.py "$OUT/gil-$a.txt" > "$OUT/gil-$a-summary.txt"
+    [ -f "$OUT/gil-$a.txt" ] && { python3 tools/bench/pyspy_summary.py "$OUT/gil-$a.txt"
+      python3 tools/bench/pyspy_summary.py --thread edgefleet-post --top 40 "$OUT/gil-$a.txt"; } > "$OUT/gil-$a-summary.txt"
   done
   ;;
 pairs | density)  # N interleaved rounds of no analytics and SETTING (a comma list; default track-process-inline)

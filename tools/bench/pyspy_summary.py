@@ -4,6 +4,7 @@
     py-spy record --gil --threads --format raw -o gil.txt -- python tools/bench/gpu_bench.py ...
     python tools/bench/pyspy_summary.py gil.txt [--top 25]
     python tools/bench/pyspy_summary.py --child child-pyspy.txt   # of py-spy record --subprocesses
+    python tools/bench/pyspy_summary.py --thread edgefleet-post gil.txt --top 40
 """
 
 from __future__ import annotations
@@ -38,6 +39,28 @@ def summarise(path: Path, top: int) -> list[str]:
     return out
 
 
+def summarise_thread(path: Path, top: int, thread: str) -> list[str]:
+    """One thread of a ``--gil --threads`` profile: its samples by frame, inclusive (each frame counted
+    once per sample), as shares of every sample with the GIL held."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = mine = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        if thread not in frames[0]:
+            continue
+        mine += n
+        for f in set(frames[1:]):
+            inclusive[f] += n
+    out = [f"{thread}: {mine} of {total} samples with the GIL held ({mine / max(1, total):.1%})", "-- inclusive"]
+    out += [f"{v:6d} {v / max(1, total):6.1%}  {k}" for k, v in inclusive.most_common(top)]
+    return out
+
+
 def summarise_child(path: Path, top: int) -> list[str]:
     """The analytics process's main thread in a ``py-spy record --subprocesses --threads --format raw``
     profile (its command line spans lines there): samples by frame, inclusive and innermost."""
@@ -67,10 +90,15 @@ def main(argv: list[str]) -> None:
     ap.add_argument("profile", type=Path)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--child", action="store_true", help="the analytics process of a --subprocesses profile")
+    ap.add_argument("--thread", help="one thread's frames (a part of its name, e.g. edgefleet-post)")
     args = ap.parse_args(argv)
     if not args.profile.is_file():
         raise SystemExit(f"{args.profile}: no such file")
-    print("\n".join((summarise_child if args.child else summarise)(args.profile, args.top)))
+    if args.thread:
+        lines = summarise_thread(args.profile, args.top, args.thread)
+    else:
+        lines = (summarise_child if args.child else summarise)(args.profile, args.top)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

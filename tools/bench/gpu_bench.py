@@ -24,8 +24,8 @@ CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole r
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
 decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
-``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app stage that
-does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
+``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app
+stage that does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
 suite also runs NanoDet at 64 streams).
 
 Analytics at 64 streams (the real detector, with and without tracking, interleaved):
@@ -422,7 +422,7 @@ def _pipeline(
         frame_upload=_OPTIONS["frame_upload"],
         infer_workers=workers,
         analytics=_stages(analytics),
-        analytics_thread="-inline" not in analytics,
+        analytics_thread=not analytics.endswith("-inline"),
         analytics_process="-process" in analytics,
     )
     with EngineSampler() as engines, CpuSampler() as cpu, _child_probe(analytics) as child:
@@ -465,7 +465,7 @@ def _pipeline(
         "dropped": s.dropped,
         "mean_batch": round(s.mean_batch, 2),
         # batches whose analytics answer was taken after the next batch was decoded (track-process-inline)
-        "overlapped_batches": getattr(getattr(p, "_post", None), "overlapped", None),
+        "overlapped_batches": p._post.overlapped if p._post is not None else None,
         "detections_per_frame": round(sum(s.detections_by_label.values()) / max(1, s.results), 2),
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
         "engines_steady": engines.summary(lo, hi),

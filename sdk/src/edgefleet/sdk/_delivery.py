@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._analytics import ModelChange
-from ._analytics._runner import AnalyticsRunner, ModelInfo
+from ._analytics._runner import AnalyticsRunner, ModelInfo, Pending
 from ._decoders import Decoded
 from ._detections import label_counts
 from ._errors import PipelineError
@@ -86,14 +86,13 @@ class _Analysing:
     """Results on their way through the analytics stages: :meth:`take` gives them analysed and records
     the stage's time (the thread's own: starting plus taking, not the analytics process's work)."""
 
-    answer: Callable[[], list[Result]]
+    pending: Pending
     metrics: StageMetrics | None
     spent: float
-    ready: Callable[[float], bool] = lambda _timeout: True  # whether the answer is there (waiting so long)
 
     def take(self) -> list[Result]:
         t0 = time.perf_counter()
-        results = self.answer()
+        results = self.pending.take()
         if self.metrics is not None:
             self.metrics.record(self.spent + time.perf_counter() - t0, len(results))
         return results
@@ -255,7 +254,7 @@ class ResultStage:
                         continue
                     with self.lock:
                         sent = item, self._start(item, item.results)
-                    if self.analytics.remote and next_batch_first(sent[1].ready, self.inbox, self.flow.abort):
+                    if self.analytics.remote and next_batch_first(sent[1].pending.ready, self.inbox, self.flow.abort):
                         self.overlapped += 1
                     else:
                         done, sent = sent, None
@@ -374,12 +373,12 @@ class ResultStage:
         if shadow is not None:  # the serving half of a shadow pair (before analytics: the model's own output)
             shadow.observe(results)
         if not self.analytics:
-            return _Analysing(lambda: results, None, 0.0)
+            return _Analysing(Pending.done(results), None, 0.0)
         t0 = time.perf_counter()
         if first.change is not None:
             self.analytics.change(first.change)
         pending = self.analytics.send(results)
-        return _Analysing(pending.take, self.stages["analytics"], time.perf_counter() - t0, pending.ready)
+        return _Analysing(pending, self.stages["analytics"], time.perf_counter() - t0)
 
     def _deliver(self, item: _Decoded, results: list[Result]) -> bool:
         """One batch's analysed results to the sinks and ``results()``. False: the pipeline is aborting."""

@@ -19,13 +19,22 @@ _log = logging.getLogger(__name__)
 ModelInfo = tuple[str, str, tuple[str, ...]]  # name, version, labels
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Pending:
     """A batch started through the stages (:meth:`AnalyticsRunner.send`): ``take()`` gives its results;
     ``ready(timeout)`` says whether they are there, waiting up to ``timeout`` seconds for them."""
 
     take: Callable[[], list[Result]]
     ready: Callable[[float], bool]
+
+    @classmethod
+    def done(cls, results: list[Result]) -> Pending:
+        """Results there already (stages run here, or none at all)."""
+        return cls(lambda: results, _there)
+
+
+def _there(_timeout: float) -> bool:
+    return True
 
 
 class AnalyticsRunner:
@@ -115,8 +124,7 @@ class AnalyticsRunner:
         the analytics process the batch is sent there and the call takes its answer (the process works on
         it meanwhile); otherwise the stages run now (:meth:`process`)."""
         if not self.remote:
-            out = self.process(results)
-            return Pending(lambda: out, lambda _timeout: True)
+            return Pending.done(self.process(results))
         group: list[RemoteStage] = [stage for _, stage in self.stages]  # type: ignore[misc]
         worker = group[0].worker
         sent = worker.send(group, results)

@@ -412,3 +412,46 @@ def test_a_hung_connect_probe_does_not_hold_up_the_agents_exit(monkeypatch: pyte
     started = time.monotonic()
     assert asyncio.run(_channel_ready.probe_connect("cam.example:50051", 0.5)) == ""
     assert time.monotonic() - started < 3, "the agent's exit waited for the hung probe"
+
+
+def test_status_reports_go_on_after_one_fails(tmp_path: Path) -> None:
+    """Found by a loaded full run: one status report that raised (a stream added while it was taken) ended
+    the agent's report task for the rest of the connection; the controller saw a connected device fall
+    silent. A report that fails is logged and the next one is taken an interval later."""
+    import asyncio
+
+    from edgefleet.edge._agent import Agent
+    from edgefleet.edge._config import AgentConfig
+
+    agent = Agent(
+        AgentConfig(
+            device_id="d1",
+            state_dir=tmp_path / "state",
+            require_signature=False,
+            pipelines={"cam": {"model": tmp_path / "m", "sources": ["synthetic:"]}},
+        )
+    )
+    calls = 0
+
+    def statuses() -> list[dict[str, Any]]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("dictionary changed size during iteration")
+        return []
+
+    agent.pipeline_statuses = statuses  # type: ignore[method-assign]
+    agent.status_interval_s = 0.01
+
+    async def run() -> int:
+        out: asyncio.Queue[Any] = asyncio.Queue()
+        agent._out = out
+        task = asyncio.create_task(agent._report_status(None))
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if out.qsize() >= 5 or task.done():
+                break
+        task.cancel()
+        return out.qsize()
+
+    assert asyncio.run(run()) >= 5, "the report task ended at the failed report"

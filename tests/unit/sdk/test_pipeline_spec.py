@@ -120,3 +120,30 @@ def test_reconfigure_applies_a_spec_change_live(toy_models: dict[str, Path]) -> 
         assert seqs[sid][0] == 0 and all(b == a + 1 for a, b in itertools.pairwise(seqs[sid]))
     assert seqs["cam3"][0] == 0
     assert [s.stream_id for s in p.specs] == ["cam1", "cam2", "cam3"]
+
+
+def test_stats_taken_while_a_stream_is_added_or_removed(toy_models: dict[str, Path]) -> None:
+    """Found by a loaded full run: the agent's status report (``stats()`` on a worker thread) iterated the
+    streams while a spec's live change added one; the RuntimeError killed the agent's status reports, the
+    controller took the silent device for gone and passed its wave. The change is made here from inside the
+    iteration, where the other thread's would land."""
+    v1, v2 = (load_pipeline_spec(t).pipelines["entrance"] for t in (V1, V2))
+    config = PipelineConfig.model_validate({**v1.model_dump(), "model": toy_models["yolo"]})
+    p = Pipeline.from_config(config).start()
+    try:
+        metrics = p._streams["cam1"]
+        plain = metrics.snapshot
+        for target, present in ((v2, True), (v1, False)):
+
+            def changing(target: PipelineConfig = target) -> object:
+                metrics.snapshot = plain  # type: ignore[method-assign]
+                p.reconfigure(target)
+                return plain()
+
+            metrics.snapshot = changing  # type: ignore[method-assign]
+            assert set(p.stats().streams) >= {"cam1", "cam2"}
+            assert ("cam3" in p.stats().streams) is present
+    finally:
+        p.stop()
+        p.close()
+    assert p.error is None

@@ -298,7 +298,12 @@ class Agent:
     async def _report_status(self, stub: Any) -> None:
         while True:
             epoch = self.specs.epoch
-            pipes = await asyncio.to_thread(self.pipeline_statuses)
+            try:
+                pipes = await asyncio.to_thread(self.pipeline_statuses)
+            except Exception:  # one bad report must not silence the device: the controller reads silence as gone
+                _log.exception("status report failed; the next one goes in %.1f s", self.status_interval_s)
+                await asyncio.sleep(self.status_interval_s)
+                continue
             if epoch != self.specs.epoch:  # a pipeline spec was applied meanwhile: this report is stale
                 continue
             self._stamp_last_good(pipes)

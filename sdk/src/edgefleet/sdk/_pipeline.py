@@ -671,7 +671,7 @@ class Pipeline:
         finished = (post.finished_at if post is not None else None) or self._closed_at
         now = finished if self._flow.done.is_set() and finished else time.monotonic()
         elapsed = (now - self._started) if self._started else 0.0
-        streams = {sid: m.snapshot() for sid, m in self._streams.items()}
+        streams = {sid: m.snapshot() for sid, m in list(self._streams.items())}  # a live change adds and removes
         results = sum(s.results for s in streams.values())
         frames_in = sum(s.frames_in for s in streams.values())
         queues = {f"frames:{r.source.stream_id}": len(r.queue) for r in self._runners}
@@ -694,7 +694,7 @@ class Pipeline:
             fps=results / elapsed if elapsed > 0 else 0.0,
             dropped=sum(s.dropped for s in streams.values()),
             streams=streams,
-            stages={k: v.snapshot() for k, v in self._stages.items()},
+            stages={k: v.snapshot() for k, v in list(self._stages.items())},
             queues=queues,
             copies=copies,
             copies_per_frame=(sum(copies["counts"].values()) / frames_in) if frames_in else 0.0,

@@ -46,7 +46,7 @@ def watch_first_frames(
     def run() -> None:
         if flow.stop_sources.wait(timeout_s) or flow.done.is_set():
             return
-        current = streams()
+        current = dict(streams())  # a copy: a live change may add or remove one meanwhile
         if current and not any(m.frames_in.total for m in current.values()):
             text = describe(m.snapshot() for m in current.values())
             flow.fail(

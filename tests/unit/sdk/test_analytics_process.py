@@ -5,6 +5,7 @@ gone when the pipeline closes."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -256,8 +257,100 @@ def test_the_result_thread_takes_the_answer_or_the_next_batch_whichever_comes_fi
             os.kill(pid, signal.SIGCONT)
         assert worker.answered(sent, 5.0) and len(worker.take(sent)) == 1
         sent = worker.send([track], batch)
+        inbox.put("a batch waiting already")
+        assert next_batch_first(lambda t: pytest.fail("polled with a batch waiting"), inbox, abort) is True
+        worker.take(sent)
+        sent = worker.send([track], batch)
         abort.set()  # an aborting pipeline does not wait for the answer either
         assert next_batch_first(lambda t: False, queue.Queue(), abort) is True
         worker.take(sent)
     finally:
         worker.stop()
+
+
+def test_the_decoders_columns_and_the_answer_in_place_match_the_general_path() -> None:
+    """The pipeline's two shortcuts on the wire: a batch straight from the decoder is sent as the decoder's
+    columns (not joined again from its frames), and the answer is attached to results nobody else holds
+    in place (not into copies). Each gives what the general path gives."""
+    from edgefleet.sdk._analytics._base import ANALYTICS
+    from edgefleet.sdk._analytics._runner import AnalyticsRunner
+    from edgefleet.sdk._analytics._wire import apply_reply, decode_batch, encode_batch, encode_reply
+    from edgefleet.sdk._decoders import BatchColumns
+    from edgefleet.sdk._detections import unchecked
+    from edgefleet.sdk._results import new_result
+
+    rng = np.random.default_rng(7)
+    labels = ("person", "car")
+    counts = [3, 0, 5, 2]
+    total = sum(counts)
+    xy = rng.uniform(0, 600, (total, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + 40], axis=1)
+    scores, classes = rng.uniform(0.5, 1, total).astype(np.float32), rng.integers(0, 2, total)
+    starts = [0, *np.cumsum(counts).tolist()]
+    columns = BatchColumns(boxes, scores, classes, labels, classes, starts)
+
+    def batch() -> list[Result]:
+        return [
+            new_result(f"cam{i}", 7, 1.0, "m", "1", 768, 576, 2.0,
+                       unchecked(boxes[lo:hi], scores[lo:hi], classes[lo:hi], labels, None, None))
+            for i, (lo, hi) in enumerate(itertools.pairwise(starts))
+        ]  # fmt: skip
+
+    general, direct = encode_batch(batch()), encode_batch(batch(), columns)
+    for name in ("streams", "sequences", "offsets", "tables", "table_of", "tracked", "ended", "track"):
+        assert getattr(direct, name) == getattr(general, name), name
+    for name in ("boxes", "scores", "class_ids", "label_index"):
+        a, b = getattr(direct, name), getattr(general, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+    runner = AnalyticsRunner.build([ANALYTICS.coerce({"type": "track"}), ANALYTICS.coerce(ZONES)])
+    runner.open([f"cam{i}" for i in range(4)], ("m", "1", labels))
+    given = decode_batch(general)
+    reply = encode_reply(given, runner.process(given), {})
+    copies, mine = batch(), batch()
+    copied = apply_reply(copies, reply, general.offsets, {})
+    filled = apply_reply(mine, reply, general.offsets, {}, in_place=True)
+    assert all(a is b for a, b in zip(filled, mine, strict=True))  # the same objects, filled
+    assert filled == copied and [r.detections.track_ids.tolist() for r in filled] == [  # type: ignore[attr-defined]
+        r.detections.track_ids.tolist()
+        for r in copied  # type: ignore[attr-defined]
+    ]
+    assert sum(len(r.regions) for r in filled) > 0
+
+
+def test_the_pipelines_end_of_the_socket_frames_messages_as_the_process_reads_them() -> None:
+    """The pipeline's end (``Channel``: one sendmsg out, one recv_into in when a message is there whole)
+    and the process's plain ``multiprocessing`` Connection: messages of any size both ways, two arriving
+    in one read kept apart, nothing there in time is a TimeoutError, the other end gone an EOFError."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    from edgefleet.sdk._analytics._channel import Channel
+
+    mine, theirs = socket.socketpair()
+    here, there = Channel(mine, buffer=4096), Connection(theirs.detach())
+    big = bytes(range(256)) * 12_000  # 3 MB: past the buffer, read in pieces
+    try:
+        for payload in (b"", b"x", big):
+            sender = threading.Thread(target=here.send, args=(payload,))  # 3 MB fill the socket's buffers
+            sender.start()
+            assert there.recv_bytes() == payload
+            sender.join()
+        writer = threading.Thread(target=there.send_bytes, args=(big,))
+        writer.start()
+        assert here.recv(10.0) == big
+        writer.join()
+        there.send_bytes(b"first")
+        there.send_bytes(b"second")
+        time.sleep(0.1)  # both in the socket: one read takes them
+        assert here.ready(0.0) and here.recv(1.0) == b"first"
+        assert here.ready(0.0) and here.recv(1.0) == b"second"
+        assert not here.ready(0.05)
+        with pytest.raises(TimeoutError):
+            here.recv(0.05)
+        there.close()
+        assert here.ready(1.0)  # the end of the stream wakes a waiter too
+        with pytest.raises(EOFError):
+            here.recv(1.0)
+    finally:
+        here.close()

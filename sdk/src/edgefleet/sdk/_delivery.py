@@ -37,14 +37,14 @@ from typing import Any, Literal
 
 from ._analytics import ModelChange
 from ._analytics._runner import AnalyticsRunner, ModelInfo, Pending
-from ._decoders import Decoded
+from ._decoders import BatchColumns, Decoded
 from ._detections import label_counts
 from ._errors import PipelineError
 from ._flow import END, Batch, Flow
 from ._metrics import CopyCounter, StageMetrics, StreamMetrics
 from ._model import LoadedModel, ModelSlot
 from ._quality import QualityMeter
-from ._results import Result
+from ._results import Result, new_result
 from ._sinks import Sink
 from ._stages import rerun
 from ._swap import Swapper
@@ -60,12 +60,13 @@ POLL_S = 0.0005
 
 def next_batch_first(ready: Callable[[float], bool], inbox: queue.Queue[Any], abort: threading.Event) -> bool:
     """Wait for an analytics answer (``ready(timeout)``: the process's socket polled off the GIL) or the
-    next batch in ``inbox``, whichever comes first. True: the next batch came first (or the pipeline is
-    aborting), to be decoded while the process works; False: the answer came first, to deliver at once."""
-    while not ready(POLL_S):
-        if not inbox.empty() or abort.is_set():
-            return True
-    return False
+    next batch in ``inbox``, whichever comes first. True: the next batch came first (or was waiting
+    already: it is looked at before the socket, a system call fewer), or the pipeline is aborting, to be
+    decoded while the process works; False: the answer came first, to deliver at once."""
+    while inbox.empty() and not abort.is_set():
+        if ready(POLL_S):
+            return False
+    return True
 
 
 def model_info(model: LoadedModel) -> ModelInfo:
@@ -79,6 +80,7 @@ class _Decoded:
     batch: Batch
     results: list[Result]
     change: ModelChange | None  # the serving version changed just before this batch
+    columns: BatchColumns | None = None  # the decoder's, when the results' detections are views of them
 
 
 @dataclass
@@ -313,7 +315,7 @@ class ResultStage:
         model = batch.model
         now = time.monotonic()
         results = [
-            Result(
+            new_result(
                 frame.stream_id,
                 frame.sequence,
                 frame.timestamp,
@@ -329,7 +331,7 @@ class ResultStage:
             )
             for i, (frame, d) in enumerate(zip(batch.frames, decoded, strict=True))
         ]
-        return _Decoded(batch, results, self._announce(model))
+        return _Decoded(batch, results, self._announce(model), getattr(decoded, "columns", None))
 
     def _gather(self, first: _Decoded) -> tuple[list[_Decoded], Any]:
         """``first`` and the decoded batches already waiting behind it (up to ``MERGE_FRAMES`` frames), to
@@ -377,7 +379,10 @@ class ResultStage:
         t0 = time.perf_counter()
         if first.change is not None:
             self.analytics.change(first.change)
-        pending = self.analytics.send(results)
+        # the decoder's columns go as they are when these are its results alone; with no shadow holding
+        # them, nobody but this thread has seen the results: the answer is attached to them in place
+        columns = first.columns if results is first.results else None
+        pending = self.analytics.send(results, columns, owned=shadow is None)
         return _Analysing(pending, self.stages["analytics"], time.perf_counter() - t0)
 
     def _deliver(self, item: _Decoded, results: list[Result]) -> bool:

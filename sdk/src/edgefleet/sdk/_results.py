@@ -349,4 +349,43 @@ def with_analytics(
     return new
 
 
+def new_result(
+    stream_id: str,
+    sequence: int,
+    timestamp: float,
+    model: str,
+    model_version: str,
+    frame_width: int,
+    frame_height: int,
+    latency_ms: float,
+    detections: Sequence[Detection] = (),
+    classifications: tuple[Classification, ...] = (),
+    raw: dict[str, np.ndarray] | None = None,
+    ended_tracks: tuple[EndedTrack, ...] = (),
+    events: tuple[AnalyticsEvent, ...] = (),
+    regions: tuple[RegionCounts, ...] = (),
+    source: str = "",
+) -> Result:
+    """``Result(...)`` without the frozen dataclass's ``__init__`` (a setattr call per field): the
+    pipeline makes one for every frame, and this costs well under half (``tools/bench``, docs/gpu.md)."""
+    new = object.__new__(Result)
+    s = _RESULT_SLOTS
+    s[0](new, stream_id)
+    s[1](new, sequence)
+    s[2](new, timestamp)
+    s[3](new, model)
+    s[4](new, model_version)
+    s[5](new, frame_width)
+    s[6](new, frame_height)
+    s[7](new, latency_ms)
+    s[8](new, detections)
+    s[9](new, classifications)
+    s[10](new, raw)
+    s[11](new, ended_tracks)
+    s[12](new, events)
+    s[13](new, regions)
+    s[14](new, source)
+    return new
+
+
 _RESULT_SLOTS = tuple(getattr(Result, f).__set__ for f in Result.__dataclass_fields__)

@@ -24,12 +24,13 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
+from .._decoders import BatchColumns
 from .._errors import AnalyticsError
 from .._results import Result
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange
+from ._channel import Channel
 from ._wire import WireReply, apply_reply, encode_batch
 
 __all__ = ["REMOTE_TYPES", "AnalyticsProcess", "RemoteStage", "Sent"]
@@ -50,6 +51,7 @@ class Sent:
     results: list[Result]
     offsets: list[int]
     what: str
+    owned: bool = False  # nobody else holds the results yet: the answer is attached to them in place
     answer: Any = None  # received early: another request came before the take
 
 
@@ -61,7 +63,7 @@ class AnalyticsProcess:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._conn: Connection | None = None
+        self._conn: Channel | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._keys = itertools.count(1)
         self._last: dict[tuple[str, ...], dict[str, Any]] = {}  # per group of stages, per stream: regions
@@ -70,7 +72,7 @@ class AnalyticsProcess:
     def key(self, config: AnalyticsConfig) -> str:
         return f"{config.type}-{next(self._keys)}"
 
-    def _start(self) -> Connection:
+    def _start(self) -> Channel:
         if self._conn is not None:
             return self._conn
         mine, theirs = socket.socketpair()
@@ -89,7 +91,7 @@ class AnalyticsProcess:
             raise AnalyticsError(f"could not start the analytics process: {exc}") from None
         finally:
             theirs.close()
-        self._conn = Connection(mine.detach())
+        self._conn = Channel(mine)
         return self._conn
 
     def _exited(self, what: str) -> AnalyticsError:
@@ -110,7 +112,7 @@ class AnalyticsProcess:
     def _send(self, message: tuple[Any, ...], what: str) -> None:
         conn = self._start()
         try:
-            conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+            conn.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             raise self._exited(what) from None
 
@@ -119,9 +121,9 @@ class AnalyticsProcess:
         if conn is None:
             raise AnalyticsError(f"the analytics process is gone {what}")
         try:
-            if not conn.poll(ANSWER_TIMEOUT_S):
-                raise AnalyticsError(f"the analytics process did not answer in {ANSWER_TIMEOUT_S:.0f} s {what}")
-            return pickle.loads(conn.recv_bytes())  # noqa: S301 (our own child, over a socket pair)
+            return pickle.loads(conn.recv(ANSWER_TIMEOUT_S))  # noqa: S301 (our own child, over a socket pair)
+        except TimeoutError:
+            raise AnalyticsError(f"the analytics process did not answer in {ANSWER_TIMEOUT_S:.0f} s {what}") from None
         except (EOFError, OSError):
             raise self._exited(what) from None
 
@@ -156,12 +158,21 @@ class AnalyticsProcess:
         """One batch through consecutive stages of this process, in one round trip."""
         return self.take(self.send(stages, results))
 
-    def send(self, stages: Sequence[RemoteStage], results: list[Result]) -> Sent:
+    def send(
+        self,
+        stages: Sequence[RemoteStage],
+        results: list[Result],
+        columns: BatchColumns | None = None,
+        *,
+        owned: bool = False,
+    ) -> Sent:
         """Send one batch through consecutive stages of this process; :meth:`take` its answer (the process
-        works on it meanwhile). One batch in flight at a time: sending another takes nothing for you."""
-        batch = encode_batch(results)
+        works on it meanwhile). One batch in flight at a time: sending another takes nothing for you.
+        ``columns``: the decoder's, of these results alone (``encode_batch``); ``owned``: nobody but the
+        caller has seen the results, so the answer may be attached to them in place (``apply_reply``)."""
+        batch = encode_batch(results, columns)
         names = ", ".join(s.config.type for s in stages)
-        sent = Sent(stages, results, batch.offsets, f"({names}): process")
+        sent = Sent(stages, results, batch.offsets, f"({names}): process", owned)
         with self._lock:
             self._settle()
             self._send(("process", tuple(s.key for s in stages), batch), sent.what)
@@ -176,7 +187,7 @@ class AnalyticsProcess:
             if self._in_flight is not sent or conn is None:
                 return True  # received already (kept for its take), or nothing will come
         try:  # outside the lock: a live change may send meanwhile (it receives this answer first, for the take)
-            return conn.poll(timeout)
+            return conn.ready(timeout)
         except (OSError, ValueError):  # closed meanwhile: the take says what happened
             return True
 
@@ -199,7 +210,7 @@ class AnalyticsProcess:
         keys = tuple(s.key for s in sent.stages)
         for stage in sent.stages:
             stage.figures = stats.get(stage.key, {})
-        return apply_reply(sent.results, reply, sent.offsets, self._last.setdefault(keys, {}))
+        return apply_reply(sent.results, reply, sent.offsets, self._last.setdefault(keys, {}), in_place=sent.owned)
 
     def forget(self, stream: str | None = None, key: str | None = None) -> None:
         """A stream left (its region counts are forgotten), or a stage closed (its groups are)."""
@@ -219,8 +230,8 @@ class AnalyticsProcess:
             if conn is None or proc is None:
                 return
             try:
-                conn.send_bytes(pickle.dumps(("stop",)))
-                conn.poll(5.0)
+                conn.send(pickle.dumps(("stop",)))
+                conn.ready(5.0)
             except OSError:
                 pass
             finally:

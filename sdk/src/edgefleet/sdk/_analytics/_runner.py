@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._decoders import BatchColumns
 from .._errors import AnalyticsError
 from .._results import Result
 from ._base import AnalyticsConfig, AnalyticsContext, AnalyticsStage, ModelChange, build_stage
@@ -119,15 +120,16 @@ class AnalyticsRunner:
         """Whether there are stages and every one runs in the analytics process (:meth:`send` sends)."""
         return bool(self.stages) and all(isinstance(stage, RemoteStage) for _, stage in self.stages)
 
-    def send(self, results: list[Result]) -> Pending:
+    def send(self, results: list[Result], columns: BatchColumns | None = None, *, owned: bool = False) -> Pending:
         """Start one batch through every stage; returns what gives the results. Where every stage runs in
         the analytics process the batch is sent there and the call takes its answer (the process works on
-        it meanwhile); otherwise the stages run now (:meth:`process`)."""
+        it meanwhile); otherwise the stages run now (:meth:`process`). ``columns`` and ``owned``: see
+        :meth:`AnalyticsProcess.send`."""
         if not self.remote:
             return Pending.done(self.process(results))
         group: list[RemoteStage] = [stage for _, stage in self.stages]  # type: ignore[misc]
         worker = group[0].worker
-        sent = worker.send(group, results)
+        sent = worker.send(group, results, columns, owned=owned)
         return Pending(functools.partial(worker.take, sent), functools.partial(worker.answered, sent))
 
     def stats(self) -> dict[str, dict[str, float | int]]:

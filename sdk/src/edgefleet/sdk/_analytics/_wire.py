@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from .._decoders import BatchColumns
 from .._detections import Detections, retracked, unchecked
-from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, with_analytics
+from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, new_result, with_analytics
 
 __all__ = ["WireBatch", "WireReply", "apply_reply", "decode_batch", "encode_batch", "encode_reply"]
 
@@ -57,8 +58,30 @@ class WireReply:
     regions: dict[int, tuple[RegionCounts, ...]]
 
 
-def encode_batch(results: Sequence[Result]) -> WireBatch:
-    """The pipeline's side: results → columns."""
+def encode_batch(results: Sequence[Result], columns: BatchColumns | None = None) -> WireBatch:
+    """The pipeline's side: results → columns. ``columns``: the decoder's, when ``results`` are its
+    results of one batch as it made them (no stage ran on them): sent as they are, not joined again."""
+    if columns is None:
+        rows = _joined(results)
+    else:
+        n, c = len(results), columns
+        as_int = c.classes.astype(np.int64, copy=False), c.index.astype(np.int64, copy=False)
+        rows = (c.starts, c.boxes, c.scores.astype(np.float32, copy=False), *as_int, [c.labels], [0] * n, None)
+        rows += ([False] * n, {})
+    return WireBatch(
+        [r.stream_id for r in results],
+        [r.sequence for r in results],
+        [r.timestamp for r in results],
+        [r.model for r in results],
+        [r.model_version for r in results],
+        [r.frame_width for r in results],
+        [r.frame_height for r in results],
+        *rows,
+    )
+
+
+def _joined(results: Sequence[Result]) -> tuple[Any, ...]:
+    """The detection fields of a :class:`WireBatch` (``offsets`` on), joined from the frames'."""
     dets = [Detections.from_records(r.detections) for r in results]
     offsets = [0, *itertools.accumulate(len(d) for d in dets)]
     tables: list[tuple[str, ...]] = []
@@ -79,14 +102,7 @@ def encode_batch(results: Sequence[Result]) -> WireBatch:
             _cat([d.track_ages for d in full], np.int64),
             _cat([d.track_states for d in full], np.int8),
         )
-    return WireBatch(
-        [r.stream_id for r in results],
-        [r.sequence for r in results],
-        [r.timestamp for r in results],
-        [r.model for r in results],
-        [r.model_version for r in results],
-        [r.frame_width for r in results],
-        [r.frame_height for r in results],
+    return (
         offsets,
         _cat([d.boxes for d in full], np.float32, (0, 4)),
         _cat([d.scores for d in full], np.float32),
@@ -117,7 +133,7 @@ def decode_batch(b: WireBatch) -> list[Result]:
             b.boxes[lo:hi], b.scores[lo:hi], b.class_ids[lo:hi], b.tables[b.table_of[i]], b.label_index[lo:hi], track
         )
         out.append(
-            Result(
+            new_result(
                 b.streams[i],
                 b.sequences[i],
                 b.timestamps[i],
@@ -166,10 +182,13 @@ def encode_reply(given: Sequence[Result], results: Sequence[Result], sent: dict[
 
 
 def apply_reply(
-    results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any]
+    results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any], *, in_place: bool = False
 ) -> list[Result]:
     """The pipeline's side: ``results`` with what the stages added. ``last`` keeps, per stream, the region
-    counts last received (a frame without new ones carries those)."""
+    counts last received (a frame without new ones carries those). ``in_place``: the results are the
+    caller's alone (made by it, seen by no one): the additions go into them instead of into copies."""
+    if in_place:
+        return _attach(results, reply, offsets, last)
     out = []
     track = reply.track
     ids, ages, states = track if track is not None else (None, None, None)
@@ -191,3 +210,32 @@ def apply_reply(
             continue
         out.append(with_analytics(r, detections=dets, ended_tracks=ended, events=events, regions=regions))
     return out
+
+
+_DETECTIONS, _ENDED, _EVENTS, _REGIONS = (
+    getattr(Result, f).__set__ for f in ("detections", "ended_tracks", "events", "regions")
+)
+
+
+def _attach(results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any]) -> list[Result]:
+    """:func:`apply_reply` into the results themselves: frozen for everyone they are delivered to, they
+    are filled here before that, as their constructor would (a copy of each cost more than the rest)."""
+    track = reply.track
+    ids, ages, states = track if track is not None else (None, None, None)
+    tracked, ended, events, fresh = reply.tracked, reply.ended, reply.events, reply.regions
+    for i, r in enumerate(results):
+        if ids is not None and tracked[i]:
+            lo, hi = offsets[i], offsets[i + 1]
+            _DETECTIONS(r, retracked(Detections.from_records(r.detections), ids[lo:hi], ages[lo:hi], states[lo:hi]))  # type: ignore[index]
+        regions = fresh.get(i)
+        if regions is not None:
+            last[r.stream_id] = regions
+        else:
+            regions = last.get(r.stream_id, ())
+        if regions:
+            _REGIONS(r, r.regions + regions)
+        if i in ended:
+            _ENDED(r, r.ended_tracks + ended[i])
+        if i in events:
+            _EVENTS(r, r.events + events[i])
+    return list(results)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from ._base import (
     DECODERS,
+    BatchColumns,
     DecodeContext,
     Decoded,
+    DecodedBatch,
     Decoder,
     DecoderConfig,
     DecoderParams,
@@ -23,8 +25,10 @@ from ._yolo_tasks import YoloPoseDecoder, YoloPoseParams, YoloSegDecoder, YoloSe
 
 __all__ = [
     "DECODERS",
+    "BatchColumns",
     "DecodeContext",
     "Decoded",
+    "DecodedBatch",
     "Decoder",
     "DecoderConfig",
     "DecoderParams",

@@ -27,7 +27,9 @@ from .._validation import format_validation_error
 __all__ = [
     "DECODERS",
     "DecodeContext",
+    "BatchColumns",
     "Decoded",
+    "DecodedBatch",
     "Decoder",
     "DecoderConfig",
     "DecoderParams",
@@ -55,6 +57,30 @@ class Decoded:
     detections: Sequence[Detection] = ()  # a Detections (columnar) or a tuple of records
     classifications: tuple[Classification, ...] = ()
     raw: dict[str, np.ndarray] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchColumns:
+    """A whole batch's detections as the decoder made them: frame ``i``'s are rows
+    ``starts[i]:starts[i + 1]`` (its :class:`Decoded`'s ``detections`` are views of these rows)."""
+
+    boxes: np.ndarray  # (N, 4) float32, source pixels
+    scores: np.ndarray
+    classes: np.ndarray
+    labels: tuple[str, ...]
+    index: np.ndarray  # into ``labels``
+    starts: list[int]
+
+
+class DecodedBatch(list[Decoded]):
+    """What a built-in detection decoder returns: one :class:`Decoded` per frame, and the batch's
+    columns they are views of (the analytics process is sent those as they are, not joined again)."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, items: list[Decoded], columns: BatchColumns) -> None:
+        super().__init__(items)
+        self.columns = columns
 
 
 @dataclass(frozen=True)

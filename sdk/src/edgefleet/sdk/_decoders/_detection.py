@@ -14,7 +14,7 @@ from .._errors import DecoderError
 from .._results import Keypoint, Mask
 from .._sparse import BoxCandidates, CandidateFilter, CandidateRows
 from .._transform import Transform
-from ._base import DecodeContext, Decoded, Decoder, DecoderConfig
+from ._base import BatchColumns, DecodeContext, Decoded, DecodedBatch, Decoder, DecoderConfig
 from ._nms import nms_groups
 
 __all__ = ["GFL_CAPACITY", "NanoDetDecoder", "NanoDetParams", "YoloCandidates", "YoloDecoder", "YoloParams"]
@@ -116,32 +116,38 @@ def _finish(
     transforms: Sequence[Transform],
     masks: Sequence[Mask | None] | None = None,
     keypoints: Sequence[tuple[Keypoint, ...]] | None = None,
-) -> list[Decoded]:
+) -> DecodedBatch:
     """A batch's detections (``frame`` ascending, each frame's best first) -> source pixels -> one
-    :class:`Decoded` per frame; ``masks`` / ``keypoints``, one per detection, are attached as they are."""
+    :class:`Decoded` per frame, views of the batch's columns; ``masks`` / ``keypoints``, one per
+    detection, are attached as they are."""
     n = len(transforms)
     if frame.size == 0:
-        return [Decoded() for _ in range(n)]
+        empty = np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
+        return DecodedBatch([Decoded() for _ in range(n)], BatchColumns(*empty, ctx.labels, empty[2], [0] * (n + 1)))
     starts = np.searchsorted(frame, np.arange(n + 1), side="left").tolist()
     src = _to_source(boxes, frame, transforms)
     for a in (src, scores, classes):
         a.setflags(write=False)
     labels, index = label_table(ctx.labels, classes)
-    return [
-        Decoded(
-            detections=unchecked(
-                src[lo:hi],
-                scores[lo:hi],
-                classes[lo:hi],
-                labels,
-                None if index is classes else index[lo:hi],  # None: the class numbers index the labels
-                None,
-                None if masks is None else masks[lo:hi],
-                None if keypoints is None else keypoints[lo:hi],
+    columns = BatchColumns(src, scores, classes, labels, index, starts)
+    return DecodedBatch(
+        columns=columns,
+        items=[
+            Decoded(
+                detections=unchecked(
+                    src[lo:hi],
+                    scores[lo:hi],
+                    classes[lo:hi],
+                    labels,
+                    None if index is classes else index[lo:hi],  # None: the class numbers index the labels
+                    None,
+                    None if masks is None else masks[lo:hi],
+                    None if keypoints is None else keypoints[lo:hi],
+                )
             )
-        )
-        for lo, hi in itertools.pairwise(starts)
-    ]
+            for lo, hi in itertools.pairwise(starts)
+        ],
+    )
 
 
 def _to_source(boxes: np.ndarray, frame: np.ndarray, transforms: Sequence[Transform]) -> np.ndarray:

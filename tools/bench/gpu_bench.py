@@ -24,7 +24,8 @@ CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole r
 (every pipeline and density cell once per setting, side by side: ``track`` adds ByteTrack and a zone and a
 line, in normalised coordinates, to the pipeline, on their own thread; ``track-inline`` the same on the
 decoding thread, ``analytics_thread=False``; ``track-process`` the same in the analytics process,
-``analytics_process=True``; ``track-process-inline`` that from the decoding thread; ``pass`` one app
+``analytics_process=True``; ``track-process-inline`` that from the decoding thread;
+``track-process-copy-inline`` that on the general wire (no decoder columns, the answer into copies); ``pass`` one app
 stage that does nothing, on its own thread; with any of them, or with ``--only nanodet-fp32``, the pipeline
 suite also runs NanoDet at 64 streams).
 
@@ -79,6 +80,9 @@ ANALYTICS["track-inline"] = ANALYTICS["track"]  # the same stages on the decodin
 ANALYTICS["track-process"] = ANALYTICS["track"]  # the same stages in the analytics process (analytics_process=True)
 # the analytics process called from the decoding thread (analytics_process=True, analytics_thread=False)
 ANALYTICS["track-process-inline"] = ANALYTICS["track"]
+# that, on the general wire: the decoder's columns joined again from the frames, the answer attached to
+# copies of the results (what the pipeline did before it sent a decoder's batch as its columns)
+ANALYTICS["track-process-copy-inline"] = ANALYTICS["track"]
 ANALYTICS["pass"] = []  # one app stage that returns its results as they are, on its own thread: the thread's cost
 
 
@@ -425,7 +429,7 @@ def _pipeline(
         analytics_thread=not analytics.endswith("-inline"),
         analytics_process="-process" in analytics,
     )
-    with EngineSampler() as engines, CpuSampler() as cpu, _child_probe(analytics) as child:
+    with EngineSampler() as engines, CpuSampler() as cpu, _child_probe(analytics) as child, _general_wire(analytics):
         p.start()
         t_start = time.monotonic()
         s = p.run()
@@ -484,6 +488,23 @@ class _Probe:
         if not self.path.exists():
             return {"error": "the analytics process wrote no figures"}
         return analytics_child_probe.figures(self.path)  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _general_wire(analytics: str) -> Iterator[None]:
+    """``track-process-copy-inline``: the analytics process sent every batch the general way (no decoder
+    columns, the answer into copies), to compare with the pipeline's shortcuts in one run."""
+    if "-copy" not in analytics:
+        yield
+        return
+    from edgefleet.sdk._analytics._runner import AnalyticsRunner
+
+    send = AnalyticsRunner.send
+    AnalyticsRunner.send = lambda self, results, columns=None, *, owned=False: send(self, results)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AnalyticsRunner.send = send  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -429,7 +430,13 @@ def _pipeline(
         analytics_thread=not analytics.endswith("-inline"),
         analytics_process="-process" in analytics,
     )
-    with EngineSampler() as engines, CpuSampler() as cpu, _child_probe(analytics) as child, _general_wire(analytics):
+    with (
+        EngineSampler() as engines,
+        CpuSampler() as cpu,
+        _child_probe(analytics) as child,
+        _general_wire(analytics),
+        _GcTimer() as collector,
+    ):
         p.start()
         t_start = time.monotonic()
         s = p.run()
@@ -474,8 +481,41 @@ def _pipeline(
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
         "engines_steady": engines.summary(lo, hi),
         "cpu": cpu.summary(s.results),
+        "gc": collector.summary(s.results),
         **({"analytics_child": child.figures()} if child else {}),
     }
+
+
+class _GcTimer:
+    """The cyclic garbage collector's collections in this process during a cell, by generation, and the
+    time they took (it runs with the GIL held, on whichever thread allocated past the threshold)."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            g = int(info["generation"])
+            self.counts[g] += 1
+            self.seconds[g] += time.perf_counter() - self._t0
+
+    def __enter__(self) -> _GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self, frames: int) -> dict[str, Any]:
+        return {
+            "collections": self.counts,
+            "ms": [round(x * 1000, 2) for x in self.seconds],
+            "us_per_frame": round(sum(self.seconds) / max(1, frames) * 1e6, 3),
+        }
 
 
 class _Probe:

@@ -64,6 +64,7 @@ _OPTIONS: dict[str, Any] = {
     "analytics": ["none"],
     "cuda_calls": ["held"],
     "child_probe": False,
+    "gc_freeze": False,
 }
 DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
 ANALYTICS: dict[str, list[dict[str, Any]]] = {
@@ -438,6 +439,9 @@ def _pipeline(
         _GcTimer() as collector,
     ):
         p.start()
+        if _OPTIONS["gc_freeze"]:
+            gc.freeze()  # what the process holds once started: never traversed by a collection again
+            collector.frozen = gc.get_freeze_count()
         t_start = time.monotonic()
         s = p.run()
         wall = time.monotonic() - t_start
@@ -481,7 +485,7 @@ def _pipeline(
         "stage_ms_p50_per_batch": {k2: round(v.p50_ms, 3) for k2, v in s.stages.items()},
         "engines_steady": engines.summary(lo, hi),
         "cpu": cpu.summary(s.results),
-        "gc": collector.summary(s.results),
+        "gc": collector.summary(s.results, lo, hi),
         **({"analytics_child": child.figures()} if child else {}),
     }
 
@@ -493,15 +497,20 @@ class _GcTimer:
     def __init__(self) -> None:
         self.counts = [0, 0, 0]
         self.seconds = [0.0, 0.0, 0.0]
+        self.full: list[tuple[float, float]] = []  # (monotonic start, seconds) of each full collection
+        self.frozen = 0  # objects gc.freeze() moved out of the collector's reach (--gc-freeze)
         self._t0 = 0.0
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._t0 = time.perf_counter()
+            self._t0 = time.monotonic()
         else:
             g = int(info["generation"])
+            took = time.monotonic() - self._t0
             self.counts[g] += 1
-            self.seconds[g] += time.perf_counter() - self._t0
+            self.seconds[g] += took
+            if g == 2:
+                self.full.append((self._t0, took))
 
     def __enter__(self) -> _GcTimer:
         gc.callbacks.append(self._callback)
@@ -509,12 +518,18 @@ class _GcTimer:
 
     def __exit__(self, *exc: object) -> None:
         gc.callbacks.remove(self._callback)
+        gc.unfreeze()  # --gc-freeze: each cell freezes what it holds after its own start
 
-    def summary(self, frames: int) -> dict[str, Any]:
+    def summary(self, frames: int, lo: float = 0.0, hi: float = 0.0) -> dict[str, Any]:
+        """Counts and ms by generation; each full collection's start (seconds from the steady part's
+        start) and ms, and the ms of those inside the steady part."""
         return {
             "collections": self.counts,
             "ms": [round(x * 1000, 2) for x in self.seconds],
             "us_per_frame": round(sum(self.seconds) / max(1, frames) * 1e6, 3),
+            "full": [(round(t - lo, 2), round(d * 1000, 1)) for t, d in self.full],
+            "full_in_steady_ms": round(sum(d for t, d in self.full if lo <= t <= hi) * 1000, 1),
+            "frozen": self.frozen,
         }
 
 
@@ -689,6 +704,11 @@ def main(argv: list[str]) -> None:
         "keep the GIL, or release it through cuda-python)",
     )
     ap.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() right after each pipeline cell's start (what it holds then is never collected)",
+    )
+    ap.add_argument(
         "--child-probe",
         action="store_true",
         help="the analytics process times its request loop in its own CPU time (analytics_child_probe.py): "
@@ -711,6 +731,7 @@ def main(argv: list[str]) -> None:
     _OPTIONS["analytics"] = args.analytics.split(",")
     _OPTIONS["cuda_calls"] = args.cuda_calls.split(",")
     _OPTIONS["child_probe"] = args.child_probe
+    _OPTIONS["gc_freeze"] = args.gc_freeze
     if not set(_OPTIONS["cuda_calls"]) <= {"held", "released"}:
         ap.error("--cuda-calls takes a comma list of held, released")
     if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):

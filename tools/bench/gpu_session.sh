@@ -9,7 +9,8 @@
 # then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
 # and last, carrying .gpu-wheels/env and .gpu-carry:
 #   bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests
-# DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder) picks the pipeline cells' decoder.
+# DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder) picks the pipeline cells' decoder;
+# GPU_BENCH_EXTRA adds gpu_bench options to every cell (e.g. --gc-freeze).
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail
 case "${1:-}" in
@@ -20,7 +21,7 @@ mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
 source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
 export PYTHONPATH=$PWD/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
 mkdir -p .cache/media /tmp/efm && cp .gpu-carry/vtest-1080p30.mp4 .cache/media/
-C="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --only nanodet-fp32"
+C="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --only nanodet-fp32 ${GPU_BENCH_EXTRA:-}"
 B="$C --suite pipeline --decoders ${DECODERS:-nvdec} --streams 64 --child-probe"
 t0=$(date +%s)
 step() {  # step NAME MAXSECONDS command...: bounded by what is left of BUDGET; keeps a log in $OUT

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
 import platform
@@ -54,6 +53,7 @@ from typing import Any
 
 import numpy as np
 from _cpu import CpuSampler
+from _gc import GcTimer
 from _nvml import EngineSampler
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -436,12 +436,10 @@ def _pipeline(
         CpuSampler() as cpu,
         _child_probe(analytics) as child,
         _general_wire(analytics),
-        _GcTimer() as collector,
+        GcTimer(freeze=_OPTIONS["gc_freeze"]) as collector,
     ):
         p.start()
-        if _OPTIONS["gc_freeze"]:
-            gc.freeze()  # what the process holds once started: never traversed by a collection again
-            collector.frozen = gc.get_freeze_count()
+        collector.started()
         t_start = time.monotonic()
         s = p.run()
         wall = time.monotonic() - t_start
@@ -488,49 +486,6 @@ def _pipeline(
         "gc": collector.summary(s.results, lo, hi),
         **({"analytics_child": child.figures()} if child else {}),
     }
-
-
-class _GcTimer:
-    """The cyclic garbage collector's collections in this process during a cell, by generation, and the
-    time they took (it runs with the GIL held, on whichever thread allocated past the threshold)."""
-
-    def __init__(self) -> None:
-        self.counts = [0, 0, 0]
-        self.seconds = [0.0, 0.0, 0.0]
-        self.full: list[tuple[float, float]] = []  # (monotonic start, seconds) of each full collection
-        self.frozen = 0  # objects gc.freeze() moved out of the collector's reach (--gc-freeze)
-        self._t0 = 0.0
-
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._t0 = time.monotonic()
-        else:
-            g = int(info["generation"])
-            took = time.monotonic() - self._t0
-            self.counts[g] += 1
-            self.seconds[g] += took
-            if g == 2:
-                self.full.append((self._t0, took))
-
-    def __enter__(self) -> _GcTimer:
-        gc.callbacks.append(self._callback)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._callback)
-        gc.unfreeze()  # --gc-freeze: each cell freezes what it holds after its own start
-
-    def summary(self, frames: int, lo: float = 0.0, hi: float = 0.0) -> dict[str, Any]:
-        """Counts and ms by generation; each full collection's start (seconds from the steady part's
-        start) and ms, and the ms of those inside the steady part."""
-        return {
-            "collections": self.counts,
-            "ms": [round(x * 1000, 2) for x in self.seconds],
-            "us_per_frame": round(sum(self.seconds) / max(1, frames) * 1e6, 3),
-            "full": [(round(t - lo, 2), round(d * 1000, 1)) for t, d in self.full],
-            "full_in_steady_ms": round(sum(d for t, d in self.full if lo <= t <= hi) * 1000, 1),
-            "frozen": self.frozen,
-        }
 
 
 class _Probe:

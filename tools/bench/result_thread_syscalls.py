@@ -82,7 +82,7 @@ def main() -> None:
             m = re.match(r"(\d+)\s+(\w+)\(", line)
             if m and m.group(1) == tid.group(1):
                 calls[m.group(2)] += 1
-    batches = args.streams * args.frames // args.streams
+    batches = args.frames  # a batch is one frame of every stream
     socket_calls = {"poll", "read", "recvfrom", "write", "sendmsg"}
     out = {
         "bench": "result-thread-syscalls",

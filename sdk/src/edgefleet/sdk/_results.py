@@ -326,27 +326,44 @@ def with_analytics(
 ) -> Result:
     """``r`` with its detections replaced (when given) and the rest appended to its own: what
     ``dataclasses.replace`` does, in a tenth of its time (analytics stages call it for every frame)."""
-    # Fills the slots directly (as Detection.with_track does): the frozen dataclass's __init__ costs a
-    # setattr call per field.
-    new = object.__new__(Result)
-    (stream_id, sequence, timestamp, model, version, width, height, latency, dets, classes, raw, ended, evs, regs,
-     source) = _RESULT_SLOTS  # fmt: skip
-    stream_id(new, r.stream_id)
-    sequence(new, r.sequence)
-    timestamp(new, r.timestamp)
-    model(new, r.model)
-    version(new, r.model_version)
-    width(new, r.frame_width)
-    height(new, r.frame_height)
-    latency(new, r.latency_ms)
-    dets(new, r.detections if detections is None else detections)
-    classes(new, r.classifications)
-    raw(new, r.raw)
-    ended(new, r.ended_tracks + ended_tracks if ended_tracks else r.ended_tracks)
-    evs(new, r.events + events if events else r.events)
-    regs(new, r.regions + regions if regions else r.regions)
-    source(new, r.source)
-    return new
+    return new_result(
+        r.stream_id,
+        r.sequence,
+        r.timestamp,
+        r.model,
+        r.model_version,
+        r.frame_width,
+        r.frame_height,
+        r.latency_ms,
+        r.detections if detections is None else detections,
+        r.classifications,
+        r.raw,
+        r.ended_tracks + ended_tracks if ended_tracks else r.ended_tracks,
+        r.events + events if events else r.events,
+        r.regions + regions if regions else r.regions,
+        r.source,
+    )
+
+
+def add_analytics(
+    r: Result,
+    detections: Sequence[Detection] | None = None,
+    ended_tracks: tuple[EndedTrack, ...] = (),
+    events: tuple[AnalyticsEvent, ...] = (),
+    regions: tuple[RegionCounts, ...] = (),
+) -> Result:
+    """:func:`with_analytics` into ``r`` itself, for a result nobody but its maker has seen yet (frozen for
+    everyone it is delivered to, it is filled before that, as its constructor would): no copy."""
+    s = _RESULT_SLOTS
+    if detections is not None:
+        s[8](r, detections)
+    if ended_tracks:
+        s[11](r, r.ended_tracks + ended_tracks)
+    if events:
+        s[12](r, r.events + events)
+    if regions:
+        s[13](r, r.regions + regions)
+    return r
 
 
 def new_result(
@@ -367,7 +384,7 @@ def new_result(
     source: str = "",
 ) -> Result:
     """``Result(...)`` without the frozen dataclass's ``__init__`` (a setattr call per field): the
-    pipeline makes one for every frame, and this costs well under half (``tools/bench``, docs/gpu.md)."""
+    pipeline makes one for every frame, and this costs half (docs/gpu.md, "Seventeenth session")."""
     new = object.__new__(Result)
     s = _RESULT_SLOTS
     s[0](new, stream_id)

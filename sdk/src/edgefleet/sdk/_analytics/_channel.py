@@ -83,8 +83,5 @@ class Channel:
             return None, 12
         return _LONG.unpack_from(self._buf, 4)[0], 12
 
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
     def close(self) -> None:
         self._sock.close()

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._decoders import BatchColumns
 from .._detections import Detections, retracked, unchecked
-from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, new_result, with_analytics
+from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, add_analytics, new_result, with_analytics
 
 __all__ = ["WireBatch", "WireReply", "apply_reply", "decode_batch", "encode_batch", "encode_reply"]
 
@@ -187,8 +187,6 @@ def apply_reply(
     """The pipeline's side: ``results`` with what the stages added. ``last`` keeps, per stream, the region
     counts last received (a frame without new ones carries those). ``in_place``: the results are the
     caller's alone (made by it, seen by no one): the additions go into them instead of into copies."""
-    if in_place:
-        return _attach(results, reply, offsets, last)
     out = []
     track = reply.track
     ids, ages, states = track if track is not None else (None, None, None)
@@ -208,34 +206,8 @@ def apply_reply(
         if dets is None and not ended and not events and not regions:
             out.append(r)
             continue
-        out.append(with_analytics(r, detections=dets, ended_tracks=ended, events=events, regions=regions))
-    return out
-
-
-_DETECTIONS, _ENDED, _EVENTS, _REGIONS = (
-    getattr(Result, f).__set__ for f in ("detections", "ended_tracks", "events", "regions")
-)
-
-
-def _attach(results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any]) -> list[Result]:
-    """:func:`apply_reply` into the results themselves: frozen for everyone they are delivered to, they
-    are filled here before that, as their constructor would (a copy of each cost more than the rest)."""
-    track = reply.track
-    ids, ages, states = track if track is not None else (None, None, None)
-    tracked, ended, events, fresh = reply.tracked, reply.ended, reply.events, reply.regions
-    for i, r in enumerate(results):
-        if ids is not None and tracked[i]:
-            lo, hi = offsets[i], offsets[i + 1]
-            _DETECTIONS(r, retracked(Detections.from_records(r.detections), ids[lo:hi], ages[lo:hi], states[lo:hi]))  # type: ignore[index]
-        regions = fresh.get(i)
-        if regions is not None:
-            last[r.stream_id] = regions
+        if in_place:  # positional: this runs for every frame
+            out.append(add_analytics(r, dets, ended, events, regions))
         else:
-            regions = last.get(r.stream_id, ())
-        if regions:
-            _REGIONS(r, r.regions + regions)
-        if i in ended:
-            _ENDED(r, r.ended_tracks + ended[i])
-        if i in events:
-            _EVENTS(r, r.events + events[i])
-    return list(results)
+            out.append(with_analytics(r, detections=dets, ended_tracks=ended, events=events, regions=regions))
+    return out

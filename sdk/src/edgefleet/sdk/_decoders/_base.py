@@ -26,8 +26,8 @@ from .._validation import format_validation_error
 
 __all__ = [
     "DECODERS",
-    "DecodeContext",
     "BatchColumns",
+    "DecodeContext",
     "Decoded",
     "DecodedBatch",
     "Decoder",

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.integration.rtsp_server import free_port as free_rtsp_port
@@ -19,6 +21,32 @@ __all__ = ["keys", "packages"]  # fixtures, imported for pytest
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([EDGEFLEET, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _connected(pid: int, address: str, timeout_s: float = 30) -> bool:
+    """Whether process ``pid`` opens a TCP connection to ``address`` (its first poll) within ``timeout_s``."""
+    port = int(address.rsplit(":", 1)[1])
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp")):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _ended(proc: subprocess.Popen[str], timeout_s: float) -> tuple[str, str]:
+    """``proc``'s output once it exits; if it does not, its threads' stacks (faulthandler, on SIGABRT) in the
+    failure, and the process killed, so one hang does not leak into the tests after it."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"still running {timeout_s:g} s after SIGINT; its stacks:\n{err[-6000:]}\n{out[-2000:]}")
 
 
 def test_version_names_every_installed_member() -> None:
@@ -60,11 +88,16 @@ def test_deploy_wait_exit_codes_and_watch(tmp_path: Path, keys: dict[str, Path],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
-        time.sleep(3)
+        if not _connected(proc.pid, fleet.address):
+            proc.send_signal(signal.SIGINT)
+            _ended(proc, 20)
+            pytest.fail("devices ls --watch did not poll the controller within 30 s")
+        time.sleep(2)  # a few polls
         assert proc.poll() is None  # still watching
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = _ended(proc, 20)
         assert proc.returncode == 0, err
         assert "w1" in out and "w2" in out and "down" in out, out
         both = _cli("devices", "ls", "--watch", "--json", *c)

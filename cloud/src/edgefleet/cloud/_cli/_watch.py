@@ -3,12 +3,20 @@ controller (every ``--interval`` seconds) until the rollout ends, or until Ctrl-
 
 ``deploy --wait`` and ``rollout status --watch`` exit with what the rollout came to, so a script can branch
 on it: 0 completed, 3 aborted (a gate failed; its wave was rolled back), 4 rolled back (by an operator),
-5 still running when ``--timeout`` ran out."""
+5 still running when ``--timeout`` ran out, 130 stopped by Ctrl-C (the rollout goes on).
+
+Ctrl-C ends a watch between two polls: the handler only raises a flag. A KeyboardInterrupt raised wherever
+the main thread happens to be (inside a gRPC call, inside the live display's locks) can leave the process
+unable to exit; a second Ctrl-C still raises one, for a poll that does not come back."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import typer
@@ -18,6 +26,40 @@ __all__ = ["EXIT_CODES", "TERMINAL", "watch_devices", "watch_rollout"]
 TERMINAL = ("completed", "aborted", "rolled_back")
 EXIT_CODES = {"completed": 0, "aborted": 3, "rolled_back": 4}
 TIMEOUT_EXIT = 5
+INTERRUPTED_EXIT = 130  # what a shell reports for a command ended by SIGINT
+_NAP_S = 0.05  # how soon a Ctrl-C ends a wait between polls
+
+
+class _CtrlC:
+    """Whether Ctrl-C was pressed during :func:`_ctrl_c`; the first press sets :attr:`pressed`, the next raises."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True  # a plain flag: taking a lock in a signal handler can deadlock the thread it interrupts
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until Ctrl-C."""
+        end = time.monotonic() + seconds
+        while not self.pressed and (left := end - time.monotonic()) > 0:
+            time.sleep(min(_NAP_S, left))
+
+
+@contextmanager
+def _ctrl_c() -> Iterator[_CtrlC]:
+    ctrl_c = _CtrlC()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield ctrl_c
+        return
+    before = signal.signal(signal.SIGINT, ctrl_c.handle)
+    try:
+        yield ctrl_c
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _group(items: list[Any]) -> Any:
@@ -27,10 +69,17 @@ def _group(items: list[Any]) -> Any:
 
 
 def _poll(
-    fetch: Callable[[], Any], ro: Any, deadline: float | None, interval_s: float, shown: Callable[[Any], None]
+    fetch: Callable[[], Any],
+    ro: Any,
+    deadline: float | None,
+    interval_s: float,
+    shown: Callable[[Any], None],
+    ctrl_c: _CtrlC,
 ) -> Any:
     while ro.state not in TERMINAL and (deadline is None or time.monotonic() < deadline):
-        time.sleep(interval_s)
+        ctrl_c.sleep(interval_s)
+        if ctrl_c.pressed:
+            break
         ro = fetch()
         shown(ro)
     return ro
@@ -46,18 +95,23 @@ def watch_rollout(fetch: Callable[[], Any], *, interval_s: float, timeout_s: flo
 
     deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
     console = Console(stderr=as_json)
-    ro = fetch()
-    if not as_json and console.is_terminal:
-        with Live(_group(rollout_tables(ro)), console=console, refresh_per_second=2) as live:
-            ro = _poll(fetch, ro, deadline, interval_s, lambda r: live.update(_group(rollout_tables(r))))
-    else:
-        ro = _poll(fetch, ro, deadline, interval_s, lambda r: None)
-        if as_json:
-            emit_json(ro)
+    live_table = not as_json and console.is_terminal
+    with _ctrl_c() as ctrl_c:
+        ro = fetch()
+        if live_table:
+            with Live(_group(rollout_tables(ro)), console=console, refresh_per_second=2) as live:
+                ro = _poll(fetch, ro, deadline, interval_s, lambda r: live.update(_group(rollout_tables(r))), ctrl_c)
         else:
-            for item in rollout_tables(ro):
-                console.print(item)
+            ro = _poll(fetch, ro, deadline, interval_s, lambda r: None, ctrl_c)
+    if as_json:
+        emit_json(ro)
+    elif not live_table:
+        for item in rollout_tables(ro):
+            console.print(item)
     errors = Console(stderr=True, highlight=False)
+    if ctrl_c.pressed and ro.state not in TERMINAL:
+        errors.print(f"stopped watching; rollout {ro.rollout_id} goes on: edgefleet rollout status {ro.rollout_id}")
+        raise typer.Exit(INTERRUPTED_EXIT)
     if ro.state not in TERMINAL:
         errors.print(f"rollout {ro.rollout_id} still {ro.state} after {timeout_s:g} s")
         raise typer.Exit(TIMEOUT_EXIT)
@@ -75,10 +129,12 @@ def watch_devices(fetch: Callable[[], list[Any]], *, interval_s: float) -> None:
     from ._display import devices_table
 
     console = Console()
-    try:
-        with Live(devices_table(fetch()), console=console, refresh_per_second=2, transient=False) as live:
-            while True:
-                time.sleep(interval_s)
-                live.update(devices_table(fetch()))
-    except KeyboardInterrupt:
-        return
+    with (
+        _ctrl_c() as ctrl_c,
+        Live(devices_table(fetch()), console=console, refresh_per_second=2, transient=False) as live,
+    ):
+        while True:
+            ctrl_c.sleep(interval_s)
+            if ctrl_c.pressed:
+                return
+            live.update(devices_table(fetch()))

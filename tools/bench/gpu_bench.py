@@ -17,7 +17,8 @@ what it measured):
   decode    the sources alone (no model): S threads reading the clip into their frame slots, CPU (OpenCV
             into pinned slots) and NVDEC, timed once every source is open
 
-Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders,
+Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders (cpu,
+nvdec, nvdec-sync, nvdec-prefetch, nvdec-replay: see _uri),
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
 CUDA stream), --switch-interval S (CPython's GIL switch interval for the whole run), --analytics none,track
@@ -55,6 +56,7 @@ import numpy as np
 from _cpu import CpuSampler
 from _gc import GcTimer
 from _nvml import EngineSampler
+from _waits import QueueWaits
 
 ROOT = Path(__file__).resolve().parents[2]
 _OPTIONS: dict[str, Any] = {
@@ -65,6 +67,7 @@ _OPTIONS: dict[str, Any] = {
     "cuda_calls": ["held"],
     "child_probe": False,
     "gc_freeze": False,
+    "post_queue": 0,
 }
 DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
 ANALYTICS: dict[str, list[dict[str, Any]]] = {
@@ -324,7 +327,13 @@ def _read_frames(
 
 def _uri(clip: Path, decoder: str) -> str:
     """cpu: OpenCV; nvdec: PyNvVideoCodec on the source's thread (the default); nvdec-prefetch: its
-    ThreadedDecoder four frames ahead (``?prefetch=4``); nvdec-sync: ``?prefetch=0`` spelled out."""
+    ThreadedDecoder four frames ahead (``?prefetch=4``); nvdec-sync: ``?prefetch=0`` spelled out;
+    nvdec-replay: the clip (600 frames) decoded once and replayed from device memory (``_replay``)."""
+    if decoder == "nvdec-replay":
+        import _replay
+
+        _replay.register()
+        return f"replay:{clip}?frames=600"  # the whole clip, as the nvdec cells read it
     if decoder in ("nvdec-sync", "nvdec-prefetch"):
         return f"nvdec:{clip}?prefetch={0 if decoder == 'nvdec-sync' else 4}"
     return f"nvdec:{clip}" if decoder == "nvdec" else str(clip)
@@ -438,6 +447,7 @@ def _pipeline(
         _general_wire(analytics),
         GcTimer(freeze=_OPTIONS["gc_freeze"]) as collector,
     ):
+        waits = QueueWaits(p, post_queue=_OPTIONS["post_queue"])
         p.start()
         collector.started()
         t_start = time.monotonic()
@@ -484,6 +494,7 @@ def _pipeline(
         "engines_steady": engines.summary(lo, hi),
         "cpu": cpu.summary(s.results),
         "gc": collector.summary(s.results, lo, hi),
+        "infer_waits": waits.summary(),
         **({"analytics_child": child.figures()} if child else {}),
     }
 
@@ -659,6 +670,12 @@ def main(argv: list[str]) -> None:
         "keep the GIL, or release it through cuda-python)",
     )
     ap.add_argument(
+        "--post-queue",
+        type=int,
+        default=0,
+        help="inferred batches that may wait for the result thread (0: the pipeline's own, 2)",
+    )
+    ap.add_argument(
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() right after each pipeline cell's start (what it holds then is never collected)",
@@ -687,6 +704,7 @@ def main(argv: list[str]) -> None:
     _OPTIONS["cuda_calls"] = args.cuda_calls.split(",")
     _OPTIONS["child_probe"] = args.child_probe
     _OPTIONS["gc_freeze"] = args.gc_freeze
+    _OPTIONS["post_queue"] = args.post_queue
     if not set(_OPTIONS["cuda_calls"]) <= {"held", "released"}:
         ap.error("--cuda-calls takes a comma list of held, released")
     if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):

@@ -9,7 +9,8 @@
 # then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
 # and last, carrying .gpu-wheels/env and .gpu-carry:
 #   bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests
-# DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder) picks the pipeline cells' decoder;
+# DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder; nvdec-replay for the clip decoded
+# once and replayed from device memory, tools/bench/_replay.py) picks the pipeline cells' decoder;
 # GPU_BENCH_EXTRA adds gpu_bench options to every cell (e.g. --gc-freeze).
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail

@@ -28,8 +28,11 @@ def _connected(pid: int, address: str, timeout_s: float = 30) -> bool:
     port = int(address.rsplit(":", 1)[1])
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        if any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp")):
-            return True
+        try:
+            if any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp")):
+                return True
+        except psutil.NoSuchProcess:  # exited already: the caller collects its output
+            return False
         time.sleep(0.1)
     return False
 

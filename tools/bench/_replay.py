@@ -21,7 +21,7 @@ from edgefleet.sdk._cuda._array import DeviceImage
 from edgefleet.sdk._cuda._bindings import Stream, check, cudart, use_device
 from edgefleet.sdk._errors import SourceError
 from edgefleet.sdk._sources import Source, SourceSpec, register_source
-from edgefleet.sdk._sources._configs import NvdecConfig, query_options
+from edgefleet.sdk._sources._configs import NvdecConfig, _parse_nvdec
 from edgefleet.sdk._sources._nvdec import NvdecSource
 
 __all__ = ["ReplayConfig", "ReplaySource", "register"]
@@ -86,8 +86,8 @@ class ReplaySource(NvdecSource):
 
 
 def _parse(text: str) -> dict[str, Any]:
-    path, options = query_options(text[len("replay:") :])
-    return {**options, "path": path}
+    """``replay:`` takes what ``nvdec:`` takes (and says the same when the file is missing)."""
+    return _parse_nvdec("nvdec:" + text[len("replay:") :])
 
 
 def _factory(config: Any, spec: SourceSpec) -> Source:

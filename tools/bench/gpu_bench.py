@@ -17,8 +17,7 @@ what it measured):
   decode    the sources alone (no model): S threads reading the clip into their frame slots, CPU (OpenCV
             into pinned slots) and NVDEC, timed once every source is open
 
-Options: --result-yield 0,8 (cells once per count: the result thread offers the GIL every that many frames),
---host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders (cpu,
+Options: --host-frames upload (frames uploaded whole instead of read in place), --cuda-graph, --decoders (cpu,
 nvdec, nvdec-sync, nvdec-prefetch, nvdec-replay: see _uri),
 --only MODELS, --streams, --density-streams, --infer-workers 1,2 (every pipeline and density cell once per
 count, side by side; raw adds the batch-32 ceiling of that many concurrent lanes, each its own session and
@@ -69,7 +68,6 @@ _OPTIONS: dict[str, Any] = {
     "child_probe": False,
     "gc_freeze": False,
     "post_queue": 0,
-    "yields": [None],  # the result thread's YIELD_EVERY per cell (None: the pipeline's own)
 }
 DENSITY_MODELS = ("yolov8n-fp16", "nanodet-fp32")  # the density suite runs the first one measured
 ANALYTICS: dict[str, list[dict[str, Any]]] = {
@@ -410,11 +408,10 @@ def _pipeline(
     device: str = "cuda:0",
     workers: int = 1,
     analytics: str = "none",
-    result_yield: int | None = None,
 ) -> dict[str, Any]:
     """Run a pipeline to the end; throughput and latency over the steady part: while every stream is
     running (model warm-up and decoder sessions opening before it, streams ending after it, left out)."""
-    from edgefleet.sdk import OnnxRuntimeConfig, Pipeline, _delivery
+    from edgefleet.sdk import OnnxRuntimeConfig, Pipeline
 
     times: list[float] = []
     lat: list[float] = []
@@ -449,7 +446,6 @@ def _pipeline(
         _child_probe(analytics) as child,
         _general_wire(analytics),
         GcTimer(freeze=_OPTIONS["gc_freeze"]) as collector,
-        _result_yield(_delivery, result_yield),
     ):
         waits = QueueWaits(p, post_queue=_OPTIONS["post_queue"])
         p.start()
@@ -478,7 +474,6 @@ def _pipeline(
     return {
         "infer_workers": p.infer_workers,
         "analytics": analytics,
-        "result_yield_every": _delivery.YIELD_EVERY if result_yield is None else result_yield,
         "analytics_counters": s.analytics,
         "frames": s.results,
         "slowest_stream_fps": round(min(rates), 2) if rates else 0.0,
@@ -514,19 +509,6 @@ class _Probe:
         if not self.path.exists():
             return {"error": "the analytics process wrote no figures"}
         return analytics_child_probe.figures(self.path)  # type: ignore[no-any-return]
-
-
-@contextlib.contextmanager
-def _result_yield(delivery: Any, every: int | None) -> Iterator[None]:
-    """--result-yield: the result thread offers the GIL every ``every`` frames (0: never) in this cell."""
-    if every is None:
-        yield
-        return
-    was, delivery.YIELD_EVERY = delivery.YIELD_EVERY, every
-    try:
-        yield
-    finally:
-        delivery.YIELD_EVERY = was
 
 
 @contextlib.contextmanager
@@ -575,20 +557,19 @@ def bench_pipeline(
     for name, path in models.items():
         for streams, batch, _ in [(c[1], c[2], 0) for c in cells if c[0] == name]:
             runs = [
-                (d, w, a, c, y)
+                (d, w, a, c)
                 for d in decoders
                 for w in _OPTIONS["workers"]
                 for a in _OPTIONS["analytics"]
                 for c in _OPTIONS["cuda_calls"]
-                for y in _OPTIONS["yields"]
             ]
-            for dec, w, an, calls, y in runs:
+            for dec, w, an, calls in runs:
                 _cuda_calls(calls)
                 # "none": no decoder at all, a generated 1080p pattern written into the pinned slot
                 src = "synthetic:?width=1920&height=1080&fps=9999&live=0" if dec == "none" else _uri(clip, dec)
                 per = 600  # the whole clip: with S NVDEC sessions opening ~55 ms apart, streams must overlap
                 try:
-                    r = _pipeline(path, [src] * streams, batch, per, workers=w, analytics=an, result_yield=y)
+                    r = _pipeline(path, [src] * streams, batch, per, workers=w, analytics=an)
                 except Exception as exc:
                     r = {"error": f"{type(exc).__name__}: {exc}"}
                     traceback.print_exc()
@@ -616,15 +597,8 @@ def _cuda_calls(setting: str) -> None:
 def bench_density(
     rec: Recorder, model: Path, name: str, clip: Path, streams: list[int], decoders: list[str], seconds: float
 ) -> None:
-    runs = [
-        (d, s, w, a, y)
-        for d in decoders
-        for s in streams
-        for w in _OPTIONS["workers"]
-        for a in _OPTIONS["analytics"]
-        for y in _OPTIONS["yields"]
-    ]
-    for dec, s, w, an, y in runs:
+    runs = [(d, s, w, a) for d in decoders for s in streams for w in _OPTIONS["workers"] for a in _OPTIONS["analytics"]]
+    for dec, s, w, an in runs:
         base = _uri(clip, dec)
         src = f"{base}?realtime=1" if not dec.startswith("nvdec") else base
         frames = int(30 * seconds)
@@ -636,9 +610,9 @@ def bench_density(
                 for i in range(s):
                     sp = parse_source(base, i)
                     specs.append(type(sp)(**{**sp.__dict__, "realtime": True}))
-                r = _pipeline(model, specs, min(s, 32), frames, workers=w, analytics=an, result_yield=y)  # type: ignore[arg-type]
+                r = _pipeline(model, specs, min(s, 32), frames, workers=w, analytics=an)  # type: ignore[arg-type]
             else:
-                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w, analytics=an, result_yield=y)
+                r = _pipeline(model, [src] * s, min(s, 32), frames, workers=w, analytics=an)
         except Exception as exc:
             r = {"error": f"{type(exc).__name__}: {exc}"}
             traceback.print_exc()
@@ -702,12 +676,6 @@ def main(argv: list[str]) -> None:
         help="inferred batches that may wait for the result thread (0: the pipeline's own, 2)",
     )
     ap.add_argument(
-        "--result-yield",
-        default="",
-        help="comma list of frame counts: pipeline/density cells run once per count, the result thread "
-        "offering the GIL every that many frames (0: never; default: the pipeline's own, _delivery.YIELD_EVERY)",
-    )
-    ap.add_argument(
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() right after each pipeline cell's start (what it holds then is never collected)",
@@ -737,10 +705,6 @@ def main(argv: list[str]) -> None:
     _OPTIONS["child_probe"] = args.child_probe
     _OPTIONS["gc_freeze"] = args.gc_freeze
     _OPTIONS["post_queue"] = args.post_queue
-    try:
-        _OPTIONS["yields"] = [int(x) for x in args.result_yield.split(",")] if args.result_yield else [None]
-    except ValueError:
-        ap.error("--result-yield takes a comma list of frame counts")
     if not set(_OPTIONS["cuda_calls"]) <= {"held", "released"}:
         ap.error("--cuda-calls takes a comma list of held, released")
     if not set(_OPTIONS["analytics"]) <= set(ANALYTICS):

@@ -56,17 +56,6 @@ _log = logging.getLogger(__name__)
 MERGE_FRAMES = 256
 #: how long the result thread waits on the analytics process's socket between looks at its inbox
 POLL_S = 0.0005
-#: frames the result thread delivers between two offers of the GIL to a thread waiting for it (0: none).
-#: An inference worker back from the GPU waits for the GIL for as long as the thread holding it keeps it
-#: without a pause; the result thread otherwise keeps it for a whole batch's decoding, then its analytics
-#: answer and delivery (docs/gpu.md, "Nineteenth session")
-YIELD_EVERY = 8
-
-
-def offer_gil() -> None:
-    """Let go of the GIL for a moment: a thread waiting for it takes it (``time.sleep(0)`` releases it
-    around a system call that returns at once; alone, it costs about a microsecond)."""
-    time.sleep(0)
 
 
 def next_batch_first(ready: Callable[[float], bool], inbox: queue.Queue[Any], abort: threading.Event) -> bool:
@@ -323,8 +312,6 @@ class ResultStage:
         decoded = self.decode(batch)
         if decoded is None:
             return None
-        if YIELD_EVERY:
-            offer_gil()  # between the batch's decoding and its results
         model = batch.model
         now = time.monotonic()
         results = [
@@ -406,10 +393,7 @@ class ResultStage:
         self.quality.add(model.ref, results, labels)
         self.labels.update(labels)
         t1 = time.perf_counter()
-        every = YIELD_EVERY
-        for i, (frame, result) in enumerate(zip(batch.frames, results, strict=True)):
-            if every and i % every == 0:
-                offer_gil()  # first after the analytics answer was taken, then every few frames
+        for frame, result in zip(batch.frames, results, strict=True):
             for sink in self.sinks:
                 sink.write(result, frame)
             stream = self.streams.get(frame.stream_id)

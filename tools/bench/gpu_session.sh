@@ -12,6 +12,8 @@
 # DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder; nvdec-replay for the clip decoded
 # once and replayed from device memory, tools/bench/_replay.py) picks the pipeline cells' decoder;
 # GPU_BENCH_EXTRA adds gpu_bench options to every cell (e.g. --gc-freeze).
+# SDK_TREE (a folder holding sdk/src, e.g. .gpu-carry/old copied from a worktree of an older commit) runs that
+# SDK under this tree's benchmarks: alternate calls with and without it to compare two commits on one host.
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail
 case "${1:-}" in
@@ -20,7 +22,8 @@ diag | child | gil | pairs | density | tests) ;;
 esac
 mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
 source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
-export PYTHONPATH=$PWD/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
+sdk=$(cd "${SDK_TREE:-.}" && pwd)  # SDK_TREE: another tree's sdk/ (e.g. an older commit's, carried) against this one
+export PYTHONPATH=$sdk/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
 mkdir -p .cache/media /tmp/efm && cp .gpu-carry/vtest-1080p30.mp4 .cache/media/
 C="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --only nanodet-fp32 ${GPU_BENCH_EXTRA:-}"
 B="$C --suite pipeline --decoders ${DECODERS:-nvdec} --streams 64 --child-probe"

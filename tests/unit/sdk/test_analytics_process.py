@@ -307,15 +307,64 @@ def test_the_decoders_columns_and_the_answer_in_place_match_the_general_path() -
     runner.open([f"cam{i}" for i in range(4)], ("m", "1", labels))
     given = decode_batch(general)
     reply = encode_reply(given, runner.process(given), {})
-    copies, mine = batch(), batch()
+    copies, mine, theirs = batch(), batch(), batch()
+    own = [r.detections for r in theirs]
     copied = apply_reply(copies, reply, general.offsets, {})
     filled = apply_reply(mine, reply, general.offsets, {}, in_place=True)
+    tracked = apply_reply(theirs, reply, general.offsets, {}, in_place=True, own_detections=True)
     assert all(a is b for a, b in zip(filled, mine, strict=True))  # the same objects, filled
-    assert filled == copied and [r.detections.track_ids.tolist() for r in filled] == [  # type: ignore[attr-defined]
-        r.detections.track_ids.tolist()
-        for r in copied  # type: ignore[attr-defined]
-    ]
+    assert all(r.detections is d for r, d in zip(tracked, own, strict=True))  # their own detections, tracked
+    assert filled == copied == tracked
+    ids = [r.detections.track_ids.tolist() for r in copied]  # type: ignore[attr-defined]
+    for each in (filled, tracked):
+        assert [r.detections.track_ids.tolist() for r in each] == ids  # type: ignore[attr-defined]
+    assert any(ids) and all(r.detections.tracked for r in tracked if r.detections)  # type: ignore[attr-defined]
     assert sum(len(r.regions) for r in filled) > 0
+
+
+def test_a_batch_and_its_answer_cross_the_wire_as_they_were() -> None:
+    """Both directions pickle their arrays as bytes of fixed types (not as arrays): what comes out of the
+    wire equals what went in, field by field and type by type, with and without track columns, empty
+    frames included; the arrays that come out are read-only (they are the message's bytes)."""
+    import pickle
+
+    from edgefleet.sdk._analytics._wire import WireReply, encode_batch
+    from edgefleet.sdk._detections import unchecked
+    from edgefleet.sdk._results import EndedTrack, new_result
+
+    labels = ("person", "car")
+    boxes = np.arange(20, dtype=np.float32).reshape(5, 4)
+    scores, classes = np.linspace(0.5, 0.9, 5, dtype=np.float32), np.array([0, 1, 0, 0, 1])
+    track = (np.arange(1, 6), np.full(5, 3), np.array([1, 1, 3, 0, 1], np.int8))
+    ended = (EndedTrack(9, "car", 1, "lost", 0, 4, 1.0, 2.0, 5, (1.0, 2.0, 3.0, 4.0)),)
+    frames = [
+        new_result("a", 1, 1.0, "m", "1", 640, 480, 0.0,
+                   unchecked(boxes[:3], scores[:3], classes[:3], labels, None, None)),
+        new_result("b", 2, 2.0, "m", "1", 640, 480, 0.0, ()),
+        new_result("c", 3, 3.0, "m", "2", 320, 240, 0.0,
+                   unchecked(boxes[3:], scores[3:], classes[3:], labels, None, tuple(t[3:] for t in track)),
+                   ended_tracks=ended),
+    ]  # fmt: skip
+    for sent in (encode_batch(frames[:2]), encode_batch(frames)):
+        came = pickle.loads(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL))
+        for name, value in vars(sent).items():
+            got = getattr(came, name)
+            if isinstance(value, np.ndarray):
+                assert got.dtype == value.dtype and got.shape == value.shape and np.array_equal(got, value), name
+                assert not got.flags.writeable, name
+            elif name == "track" and value is not None:
+                assert [(a.dtype, a.tolist()) for a in got] == [(a.dtype, a.tolist()) for a in value]
+            else:
+                assert got == value, name
+    assert came.track is not None and came.ended == {2: ended}
+    for reply in (WireReply(None, [False], {}, {}, {}), WireReply(track, [True, True], {1: ended}, {}, {})):
+        back = pickle.loads(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+        assert (back.tracked, back.ended, back.events, back.regions) == (reply.tracked, reply.ended, {}, {})
+        if reply.track is None:
+            assert back.track is None
+        else:
+            assert back.track is not None
+            assert [(a.dtype, a.tolist()) for a in back.track] == [(a.dtype, a.tolist()) for a in reply.track]
 
 
 def test_the_pipelines_end_of_the_socket_frames_messages_as_the_process_reads_them() -> None:

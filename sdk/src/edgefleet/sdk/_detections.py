@@ -25,6 +25,7 @@ __all__ = [
     "Detections",
     "label_counts",
     "label_table",
+    "retrack_in_place",
     "retracked",
     "track_codes",
     "unchecked",
@@ -297,6 +298,12 @@ def retracked(d: Detections, ids: np.ndarray, ages: np.ndarray, states: np.ndarr
     new._ids, new._ages, new._states = ids, ages, states
     new._masks, new._keypoints, new._items = d._masks, d._keypoints, None
     return new
+
+
+def retrack_in_place(d: Detections, ids: np.ndarray, ages: np.ndarray, states: np.ndarray) -> None:
+    """:func:`retracked` into ``d`` itself: only for detections nobody but their maker has seen (a
+    result not yet delivered, its answer from the analytics process), which are read-only from then on."""
+    d._ids, d._ages, d._states, d._items = ids, ages, states, None
 
 
 def label_table(labels: tuple[str, ...], classes: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:

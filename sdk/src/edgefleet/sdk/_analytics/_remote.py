@@ -52,6 +52,7 @@ class Sent:
     offsets: list[int]
     what: str
     owned: bool = False  # nobody else holds the results yet: the answer is attached to them in place
+    decoded: bool = False  # and their detections are a built-in decoder's, one object per frame
     answer: Any = None  # received early: another request came before the take
 
 
@@ -169,10 +170,11 @@ class AnalyticsProcess:
         """Send one batch through consecutive stages of this process; :meth:`take` its answer (the process
         works on it meanwhile). One batch in flight at a time: sending another takes nothing for you.
         ``columns``: the decoder's, of these results alone (``encode_batch``); ``owned``: nobody but the
-        caller has seen the results, so the answer may be attached to them in place (``apply_reply``)."""
+        caller has seen the results, so the answer may be attached to them in place (``apply_reply``), and
+        with ``columns`` the track columns into their detections themselves."""
         batch = encode_batch(results, columns)
         names = ", ".join(s.config.type for s in stages)
-        sent = Sent(stages, results, batch.offsets, f"({names}): process", owned)
+        sent = Sent(stages, results, batch.offsets, f"({names}): process", owned, owned and columns is not None)
         with self._lock:
             self._settle()
             self._send(("process", tuple(s.key for s in stages), batch), sent.what)
@@ -210,7 +212,8 @@ class AnalyticsProcess:
         keys = tuple(s.key for s in sent.stages)
         for stage in sent.stages:
             stage.figures = stats.get(stage.key, {})
-        return apply_reply(sent.results, reply, sent.offsets, self._last.setdefault(keys, {}), in_place=sent.owned)
+        last = self._last.setdefault(keys, {})
+        return apply_reply(sent.results, reply, sent.offsets, last, in_place=sent.owned, own_detections=sent.decoded)
 
     def forget(self, stream: str | None = None, key: str | None = None) -> None:
         """A stream left (its region counts are forgotten), or a stage closed (its groups are)."""

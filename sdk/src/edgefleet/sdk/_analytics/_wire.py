@@ -4,7 +4,9 @@ the stages added to them the other way (``_remote``, ``_worker``).
 Columns, not records, both ways: the pipeline's side of a call must cost far less than running the
 stages (a few microseconds a frame at 64 streams), so a batch is a dozen lists and arrays, and the reply
 is the track columns of every detection plus, per frame, only what is new (ended tracks, events, a
-stream's region counts when they changed since the last reply).
+stream's region counts when they changed since the last reply). The arrays travel as their bytes, their
+types fixed here (pickling an array makes its type again on the way in, several calls each), and the
+track columns of an answer go into the results' own detections where nobody else has seen them yet.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._decoders import BatchColumns
-from .._detections import Detections, retracked, unchecked
+from .._detections import Detections, retrack_in_place, retracked, unchecked
 from .._results import AnalyticsEvent, EndedTrack, RegionCounts, Result, add_analytics, new_result, with_analytics
 
 __all__ = ["WireBatch", "WireReply", "apply_reply", "decode_batch", "encode_batch", "encode_reply"]
@@ -45,6 +47,45 @@ class WireBatch:
     tracked: list[bool]
     ended: dict[int, tuple[EndedTrack, ...]]  # frames with ended tracks already (an earlier stage)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _batch_off_wire, (
+            self.streams, self.sequences, self.timestamps, self.models, self.versions, self.widths, self.heights,
+            self.offsets, _bytes(self.boxes, np.float32), _bytes(self.scores, np.float32),
+            _bytes(self.class_ids, np.int64), _bytes(self.label_index, np.int64), self.tables, self.table_of,
+            _track_bytes(self.track), self.tracked, self.ended,
+        )  # fmt: skip
+
+
+def _batch_off_wire(*f: Any) -> WireBatch:
+    return WireBatch(
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+        np.frombuffer(f[8], np.float32).reshape(-1, 4),
+        np.frombuffer(f[9], np.float32),
+        np.frombuffer(f[10], np.int64),
+        np.frombuffer(f[11], np.int64),
+        f[12],
+        f[13],
+        _track_off_wire(f[14]),
+        f[15],
+        f[16],
+    )  # fmt: skip
+
+
+def _bytes(a: np.ndarray, dtype: Any) -> bytes:
+    return a.astype(dtype, copy=False).tobytes()
+
+
+def _track_bytes(track: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[bytes, bytes, bytes] | None:
+    if track is None:
+        return None
+    return _bytes(track[0], np.int64), _bytes(track[1], np.int64), _bytes(track[2], np.int8)
+
+
+def _track_off_wire(raw: tuple[bytes, bytes, bytes] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    if raw is None:
+        return None
+    return np.frombuffer(raw[0], np.int64), np.frombuffer(raw[1], np.int64), np.frombuffer(raw[2], np.int8)
+
 
 @dataclass
 class WireReply:
@@ -56,6 +97,13 @@ class WireReply:
     ended: dict[int, tuple[EndedTrack, ...]]
     events: dict[int, tuple[AnalyticsEvent, ...]]
     regions: dict[int, tuple[RegionCounts, ...]]
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reply_off_wire, (_track_bytes(self.track), self.tracked, self.ended, self.events, self.regions)
+
+
+def _reply_off_wire(track: tuple[bytes, bytes, bytes] | None, *rest: Any) -> WireReply:
+    return WireReply(_track_off_wire(track), *rest)
 
 
 def encode_batch(results: Sequence[Result], columns: BatchColumns | None = None) -> WireBatch:
@@ -182,11 +230,19 @@ def encode_reply(given: Sequence[Result], results: Sequence[Result], sent: dict[
 
 
 def apply_reply(
-    results: Sequence[Result], reply: WireReply, offsets: Sequence[int], last: dict[str, Any], *, in_place: bool = False
+    results: Sequence[Result],
+    reply: WireReply,
+    offsets: Sequence[int],
+    last: dict[str, Any],
+    *,
+    in_place: bool = False,
+    own_detections: bool = False,
 ) -> list[Result]:
     """The pipeline's side: ``results`` with what the stages added. ``last`` keeps, per stream, the region
     counts last received (a frame without new ones carries those). ``in_place``: the results are the
-    caller's alone (made by it, seen by no one): the additions go into them instead of into copies."""
+    caller's alone (made by it, seen by no one): the additions go into them instead of into copies;
+    ``own_detections`` too: each result's :class:`Detections` is its own (a built-in decoder's, one per
+    frame), and takes its track columns itself."""
     out = []
     track = reply.track
     ids, ages, states = track if track is not None else (None, None, None)
@@ -195,7 +251,11 @@ def apply_reply(
         dets = None
         if ids is not None and tracked[i]:
             lo, hi = offsets[i], offsets[i + 1]
-            dets = retracked(Detections.from_records(r.detections), ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
+            d = r.detections
+            if own_detections and type(d) is Detections:  # the result's own, seen by nobody: given its tracks
+                retrack_in_place(d, ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
+            else:
+                dets = retracked(Detections.from_records(d), ids[lo:hi], ages[lo:hi], states[lo:hi])  # type: ignore[index]
         regions = reply.regions.get(i)
         if regions is not None:
             last[r.stream_id] = regions
@@ -204,7 +264,7 @@ def apply_reply(
         ended = reply.ended.get(i, ())
         events = reply.events.get(i, ())
         if dets is None and not ended and not events and not regions:
-            out.append(r)
+            out.append(r)  # nothing added, or only its detections' tracks, in place
             continue
         if in_place:  # positional: this runs for every frame
             out.append(add_analytics(r, dets, ended, events, regions))

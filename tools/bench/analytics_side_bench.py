@@ -17,9 +17,10 @@ waited for (off the GIL, as the pipeline polls), taken and attached in place, th
 counts it (``label_counts``, ``QualityMeter.add``). Thread CPU time a frame (``time.thread_time``,
 the result thread's own, not the process's), by part: ``encode`` (results to columns), ``dumps``
 (pickled), ``send`` (the socket write), ``recv`` (the answer read), ``loads`` (unpickled), ``apply``
-(attached), ``count`` (the delivery's counting); ``side`` is their sum. ``count_without`` is the same
-counting of the same batches without analytics, in the same loop (a pause where the answer would be
-waited for), so ``side - (count - count_without)`` compares with the GPU's difference. The collector is
+(attached), ``count`` (the delivery's counting); ``wire`` is the sum of the parts but ``count``, ``side``
+of all. ``count_without`` is the same counting of the same batches without analytics, in the same loop
+(a pause where the answer would be waited for), so ``side - count_without`` compares with the GPU's
+difference. The collector is
 off while timing (its young collections are gpu_bench's ``"gc"``); ``--gc`` leaves it on.
 """
 
@@ -127,7 +128,7 @@ def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:
     timer.wrap(_Pickle, "dumps", "dumps")
     timer.wrap(_Pickle, "loads", "loads")
     _remote.pickle = _Pickle  # type: ignore[assignment]
-    runs: dict[str, list[float]] = {k: [] for k in (*PARTS, "side", "count_without")}
+    runs: dict[str, list[float]] = {k: [] for k in (*PARTS, "wire", "side", "count_without")}
     wait_s = []
     for _ in range(repeats):
         runner = AnalyticsRunner.build([TrackConfig(), ANALYTICS.coerce(ZONES)], process=True)
@@ -160,6 +161,7 @@ def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:
             runner.close()
         for part, spent in timer.spent.items():
             runs[part].append(round(spent / frames * 1e6, 3))
+        runs["wire"].append(round((sum(timer.spent.values()) - timer.spent["count"]) / frames * 1e6, 3))
         runs["side"].append(round(sum(timer.spent.values()) / frames * 1e6, 3))
         runs["count_without"].append(round(without / frames * 1e6, 3))
         wait_s.append(waited)
@@ -229,6 +231,7 @@ def main() -> None:
                 "median_us_per_frame": {k: round(statistics.median(v), 2) for k, v in per.items()},
             }
         a, b = result["against"]["median_us_per_frame"], result["this"]["median_us_per_frame"]
+        result["wire_ratio_against_over_this"] = round(a["wire"] / b["wire"], 2)
         result["side_ratio_against_over_this"] = round(a["side"] / b["side"], 2)
     emit(result, args.out)
 

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import emit, load, machine  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+from analytics_wire_bench import CLIP, _as_decoded  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
 PARTS = ("encode", "dumps", "send", "recv", "loads", "apply", "count")
 ZONES = {  # gpu_bench's ANALYTICS["track"]
@@ -74,32 +75,11 @@ class _Timer:
 def _clip_batches() -> tuple[list[list[Any]], tuple[str, ...]]:
     from edgefleet.sdk import Pipeline
 
-    with Pipeline(ROOT / "models" / "nanodet-m", [f"a={ROOT / 'models' / 'media' / 'vtest-300.mp4'}"],
-                  max_batch=8, max_frames=300) as p:  # fmt: skip
+    with Pipeline(ROOT / "models" / "nanodet-m", [f"a={CLIP}"], max_batch=8, max_frames=300) as p:
         clip = list(p.results(timeout=600))
     labels = clip[0].detections.label_table
     groups = [range(0, 32), range(32, 64)]
     return [[replace(r, stream_id=f"cam{s}") for s in g] for r in clip for g in groups], labels
-
-
-def _as_decoded(batch: list[Any]) -> tuple[Any, Any]:
-    """The batch's columns as a decoder makes them, and a maker of the batch again whose detections are
-    views of those columns, one object a frame (as a built-in decoder delivers them)."""
-    from edgefleet.sdk._analytics._wire import encode_batch
-    from edgefleet.sdk._decoders import BatchColumns
-    from edgefleet.sdk._detections import unchecked
-
-    w = encode_batch(batch)
-    c = BatchColumns(w.boxes, w.scores, w.class_ids, w.tables[0], w.label_index, w.offsets)
-
-    def again() -> list[Any]:
-        return [
-            replace(r, detections=unchecked(c.boxes[lo:hi], c.scores[lo:hi], c.classes[lo:hi], c.labels,
-                                            c.index[lo:hi], None))
-            for r, lo, hi in zip(batch, c.starts, c.starts[1:], strict=False)
-        ]  # fmt: skip
-
-    return c, again
 
 
 def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:

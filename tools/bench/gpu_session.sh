@@ -8,22 +8,26 @@
 #   tools/models/build_clip.sh --1080p30 .gpu-carry/vtest-1080p30.mp4    # .gpu-carry/ in .git/info/exclude
 # then carry the .gpu-wheels/cNN pieces in calls back to back (mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/),
 # and last, carrying .gpu-wheels/env and .gpu-carry:
-#   bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests
+#   bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | trees N | tests
 # DECODERS (default nvdec; nvdec-prefetch for PyNvVideoCodec's ThreadedDecoder; nvdec-replay for the clip decoded
 # once and replayed from device memory, tools/bench/_replay.py) picks the pipeline cells' decoder;
 # GPU_BENCH_EXTRA adds gpu_bench options to every cell (e.g. --gc-freeze).
 # SDK_TREE (a folder holding sdk/src, e.g. .gpu-carry/old copied from a worktree of an older commit) runs that
 # SDK under this tree's benchmarks: alternate calls with and without it to compare two commits on one host.
+# trees N: N rounds of one pairs call with the SDK of OLD_TREE (default .gpu-carry/old) and one with this tree's, the
+# first of each round and the order of a call's two cells alternating; $OUT/trees-summary.json compares them
+# (tools/bench/pairs_summary.py). Each call is bounded by ROUND_S seconds (default 65).
 # Results go to $OUT (the device tool brings them back). BUDGET (seconds, default 560) bounds the call.
 set -uo pipefail
 case "${1:-}" in
-diag | child | gil | pairs | density | tests) ;;
-*) echo "usage: bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | tests (on the GPU machine)"; exit 2 ;;
+diag | child | gil | pairs | density | trees | tests) ;;
+*) echo "usage: bash tools/bench/gpu_session.sh diag | child | gil | pairs N [SETTING] | density N [SETTING] | trees N | tests (on the GPU machine)"; exit 2 ;;
 esac
 mkdir -p /tmp/stage && cp .gpu-wheels/c*/* /tmp/stage/ 2>/dev/null
 source .gpu-wheels/env/env.sh || { echo "staging incomplete"; exit 3; }
 sdk=$(cd "${SDK_TREE:-.}" && pwd)  # SDK_TREE: another tree's sdk/ (e.g. an older commit's, carried) against this one
-export PYTHONPATH=$sdk/sdk/src:$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src:$PYTHONPATH
+ours=$PWD/edge/src:$PWD/cloud/src:$PWD/proto/src${PYTHONPATH:+:$PYTHONPATH}  # all but the SDK
+export PYTHONPATH=$sdk/sdk/src:$ours
 mkdir -p .cache/media /tmp/efm && cp .gpu-carry/vtest-1080p30.mp4 .cache/media/
 C="python3 tools/bench/gpu_bench.py --models /tmp/efm --clip .cache/media/vtest-1080p30.mp4 --only nanodet-fp32 ${GPU_BENCH_EXTRA:-}"
 B="$C --suite pipeline --decoders ${DECODERS:-nvdec} --streams 64 --child-probe"
@@ -69,6 +73,22 @@ pairs | density)  # N interleaved rounds of no analytics and SETTING (a comma li
     step density $(( ${BUDGET:-560} - 20 )) $C --child-probe --suite density --density-streams 64 --decoders nvdec --analytics "$a" \
       --out "$OUT/h200-analytics-density.json"
   fi
+  ;;
+trees)  # this SDK against OLD_TREE's, alternated on this host: one none/track-process-inline pair each per round
+  old=${OLD_TREE:-.gpu-carry/old}
+  [ -d "$old/sdk/src" ] || { echo "trees: $old/sdk/src is missing (carry it)"; exit 2; }
+  for i in $(seq 1 "${2:-4}"); do
+    order=(old new); cells=none,track-process-inline
+    [ $((i % 2)) -eq 0 ] && { order=(new old); cells=track-process-inline,none; }
+    for tree in "${order[@]}"; do
+      [ "$tree" = old ] && sdk_path=$(cd "$old" && pwd) || sdk_path=$PWD
+      PYTHONPATH=$sdk_path/sdk/src:$ours \
+        step "trees-$tree-$i" "${ROUND_S:-65}" $B --analytics "$cells" --out "$OUT/trees-$tree-$i.json"
+    done
+  done
+  python3 tools/bench/pairs_summary.py --group "old=$OUT/trees-old-*.json" --group "new=$OUT/trees-new-*.json" \
+    --out "$OUT/trees-summary.json" | python3 -c "import json, sys
+for k, v in json.load(sys.stdin).items(): print(k, v['median_pair_change_pct'], [p['change_pct'] for p in v['pairs']])"
   ;;
 tests)
   step gpu-tests 400 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider -rs

@@ -21,7 +21,8 @@ the result thread's own, not the process's), by part: ``encode`` (results to col
 of all. ``count_without`` is the same counting of the same batches without analytics, in the same loop
 (a pause where the answer would be waited for), so ``side - count_without`` compares with the GPU's
 difference. The collector is
-off while timing (its young collections are gpu_bench's ``"gc"``); ``--gc`` leaves it on.
+off while timing (its young collections are gpu_bench's ``"gc"``); ``--gc`` leaves it on. ``answers``:
+the records the answers held a frame, and each answer unpickled again in a row, with and without records.
 """
 
 from __future__ import annotations
@@ -100,10 +101,16 @@ def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:
     timer.wrap(_remote.Channel, "send", "send")
     timer.wrap(_remote.Channel, "recv", "recv")
 
+    received: list[bytes] = []  # the last repeat's messages from the process, looked into after it
+
+    def kept(raw: bytes) -> Any:
+        received.append(raw)
+        return pickle.loads(raw)  # our own analytics process
+
     class _Pickle:  # what _remote calls pickle: dumps and loads timed
         HIGHEST_PROTOCOL = pickle.HIGHEST_PROTOCOL
         dumps = staticmethod(pickle.dumps)
-        loads = staticmethod(pickle.loads)
+        loads = staticmethod(kept)
 
     timer.wrap(_Pickle, "dumps", "dumps")
     timer.wrap(_Pickle, "loads", "loads")
@@ -111,6 +118,7 @@ def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:
     runs: dict[str, list[float]] = {k: [] for k in (*PARTS, "wire", "side", "count_without")}
     wait_s = []
     for _ in range(repeats):
+        received.clear()
         runner = AnalyticsRunner.build([TrackConfig(), ANALYTICS.coerce(ZONES)], process=True)
         runner.open([f"cam{s}" for s in range(64)], ("nanodet-m", "1", labels))
         quality, plain = QualityMeter(), QualityMeter()
@@ -150,6 +158,33 @@ def measure(repeats: int, keep_gc: bool) -> dict[str, Any]:
         "us_per_frame": runs,
         "median_us_per_frame": {k: round(statistics.median(v), 2) for k, v in runs.items()},
         "answer_waited_ms_per_batch": round(statistics.median(wait_s) / len(decoded) * 1000, 3),
+        "answers": _answers(received, frames),
+    }
+
+
+def _answers(received: list[bytes], frames: int) -> dict[str, Any]:
+    """What the last repeat's answers held: their records (zone and line counts, events, ended tracks, made
+    again one by one as they are unpickled) a frame, and how long unpickling an answer takes with and without
+    records, each loaded again here in a row (warm: a lower bound of the in-pipeline ``loads``)."""
+    from edgefleet.sdk._analytics._wire import WireReply
+
+    records = 0
+    timed: dict[str, list[float]] = {"with_records": [], "without": []}
+    for raw in received:
+        t0 = time.perf_counter()
+        message = pickle.loads(raw)  # recorded from our own analytics process
+        spent = time.perf_counter() - t0
+        reply = message[1] if len(message) > 1 else None
+        if not isinstance(reply, WireReply):
+            continue  # the answer to an open
+        n = sum(len(v) for part in (reply.ended, reply.events, reply.regions) for v in part.values())
+        records += n
+        timed["with_records" if n else "without"].append(spent)
+    return {
+        "records_per_frame": round(records / max(1, frames), 3),
+        "batches": {k: len(v) for k, v in timed.items()},
+        "loads_warm_us_per_batch": {k: round(statistics.median(v) * 1e6, 2) if v else None for k, v in timed.items()},
+        "loads_warm_us_per_frame_all": round(sum(sum(v) for v in timed.values()) / max(1, frames) * 1e6, 3),
     }
 
 
@@ -209,6 +244,7 @@ def main() -> None:
                 **_tree(tree),
                 "us_per_frame": per,
                 "median_us_per_frame": {k: round(statistics.median(v), 2) for k, v in per.items()},
+                "answers": rounds[name][-1]["answers"],  # the last round's
             }
         a, b = result["against"]["median_us_per_frame"], result["this"]["median_us_per_frame"]
         result["wire_ratio_against_over_this"] = round(a["wire"] / b["wire"], 2)

@@ -44,42 +44,44 @@ import atexit, json, os, pickle, time
 from collections import Counter
 from multiprocessing.connection import Connection
 import edgefleet.sdk._analytics._worker as w
-from edgefleet.sdk._analytics._wire import decode_batch, encode_reply
 T = Counter()
 rounds = Counter()
-recv = Connection.recv_bytes
-def timed_recv(self, *a):
-    c = time.thread_time(); b = recv(self, *a); T["socket_read"] += time.thread_time() - c
-    return b
-Connection.recv_bytes = timed_recv
-def timed_send(conn, message):
-    c = time.thread_time(); b = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    T["reply_pickle"] += time.thread_time() - c
-    c = time.thread_time(); conn.send_bytes(b); T["socket_write"] += time.thread_time() - c
-w._send = timed_send
-handle = w._handle
+def timed(part, fn):
+    def run(*a):
+        c = time.thread_time()
+        try:
+            return fn(*a)
+        finally:
+            T[part] += time.thread_time() - c
+    return run
+Connection.recv_bytes = timed("socket_read", Connection.recv_bytes)
+dumps = pickle.dumps
+def send(conn, message):
+    conn.send_bytes(timed("reply_pickle", dumps)(message, pickle.HIGHEST_PROTOCOL))
+w._send = timed("reply_pickle_and_socket_write", send)
+decode = w.decode_batch
+def decode_batch(batch):
+    rounds[max(Counter(batch.streams).values())] += 1
+    T["batches"] += 1
+    return decode(batch)
+w.decode_batch = timed("batch_off_wire", decode_batch)
+w.encode_reply = timed("reply_onto_wire", w.encode_reply)
+build = w.build_stage
+def build_stage(config):
+    stage = build(config)
+    stage.process = timed("stage " + config.type, stage.process)
+    return stage
+w.build_stage = build_stage
 REQUESTS = [] if os.environ.get("PROBE_REQUESTS") else None
-def timed_handle(op, request, stages, sent):
+handle = w._handle
+def recorded(op, request, stages, sent):
     if REQUESTS is not None:
         REQUESTS.append(pickle.dumps((op, request), protocol=pickle.HIGHEST_PROTOCOL))
-    if op != "process":
-        return handle(op, request, stages, sent)
-    _, keys, batch = request
-    rounds[max(Counter(batch.streams).values())] += 1
-    c = time.thread_time(); given = decode_batch(batch); T["batch_off_wire"] += time.thread_time() - c
-    results = given
-    for key in keys:
-        c = time.thread_time(); results = stages[key].process(results)
-        T["stage " + key.rsplit("-", 1)[0]] += time.thread_time() - c
-    c = time.thread_time()
-    reply = encode_reply(given, results, sent.setdefault(tuple(keys), {}))
-    figures = {key: dict(stages[key].stats()) for key in keys}
-    T["reply_onto_wire"] += time.thread_time() - c
-    T["batches"] += 1
-    return (reply, figures)
-w._handle = timed_handle
+    return handle(op, request, stages, sent)
+w._handle = recorded
 def dump():
-    out = {k: v for k, v in T.items()}
+    out = dict(T)
+    out["socket_write"] = out.pop("reply_pickle_and_socket_write", 0.0) - out.get("reply_pickle", 0.0)
     out["whole_process_with_its_start"] = time.process_time()
     out["rounds_per_batch"] = {str(k): v for k, v in rounds.items()}
     with open(os.environ["PROBE_OUT"], "w", encoding="utf-8") as f:
@@ -105,28 +107,32 @@ def figures(path: Path) -> dict[str, Any]:
 
 
 def replay(requests: list[bytes]) -> dict[str, float]:
-    """The recorded requests again, here, through fresh stages (the same ``_handle``), nothing else
-    running: each stage's CPU ms per batch."""
+    """The recorded requests again, here, through fresh stages (the worker's own ``_handle``), nothing
+    else running: each stage's CPU ms per batch."""
     from edgefleet.sdk._analytics import _worker
-    from edgefleet.sdk._analytics._wire import decode_batch
 
     spent: dict[str, float] = {}
     stages: dict[str, Any] = {}
     sent: dict[tuple[str, ...], dict[str, object]] = {}
     batches = 0
+
+    def timed(name: str, process: Any) -> Any:
+        def run(results: Any) -> Any:
+            c = time.thread_time()
+            try:
+                return process(results)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - c
+
+        return run
+
     for raw in requests:
         op, request = pickle.loads(raw)  # recorded by this run
-        if op != "process":
-            _worker._handle(op, request, stages, sent)
-            continue
-        _, keys, batch = request
-        results = decode_batch(batch)
-        for key in keys:
-            c = time.thread_time()
-            results = stages[key].process(results)
-            name = "stage " + key.rsplit("-", 1)[0]
-            spent[name] = spent.get(name, 0.0) + time.thread_time() - c
-        batches += 1
+        _worker._handle(op, request, stages, sent)
+        if op == "open":
+            stage = stages[request[1]]
+            stage.process = timed("stage " + request[2].type, stage.process)
+        batches += op == "process"
     return {k: round(v / max(1, batches) * 1000, 3) for k, v in spent.items()}
 
 

@@ -11,6 +11,8 @@ with them, in file order: the cells of a pair ran one after the other on the sam
 pair's frames/s (none, with) and change in %, the median pair, the medians of each side, and the
 figures that explain a change (median inference p50 a batch, the result thread's CPU µs a frame, the
 inference loop's wait for the result thread, ms a batch). A group's pairs come from all its files.
+Cells that differ only by a gpu_bench option given per cell (``--result-yield 0,8``) carry nothing that
+tells them apart: summarise such files by hand.
 """
 
 from __future__ import annotations

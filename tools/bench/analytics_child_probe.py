@@ -55,9 +55,9 @@ def timed(part, fn):
             T[part] += time.thread_time() - c
     return run
 Connection.recv_bytes = timed("socket_read", Connection.recv_bytes)
-dumps = pickle.dumps
+pickled = timed("reply_pickle", pickle.dumps)
 def send(conn, message):
-    conn.send_bytes(timed("reply_pickle", dumps)(message, pickle.HIGHEST_PROTOCOL))
+    conn.send_bytes(pickled(message, pickle.HIGHEST_PROTOCOL))
 w._send = timed("reply_pickle_and_socket_write", send)
 decode = w.decode_batch
 def decode_batch(batch):

@@ -58,15 +58,13 @@ class WireBatch:
 
 def _batch_off_wire(*f: Any) -> WireBatch:  # the fields in WireBatch's order, as __reduce__ gives them
     return WireBatch(
-        *f[:8],
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7],
         np.frombuffer(f[8], np.float32).reshape(-1, 4),
         np.frombuffer(f[9], np.float32),
         np.frombuffer(f[10], np.int64),
         np.frombuffer(f[11], np.int64),
-        *f[12:14],
-        _track_off_wire(f[14]),
-        *f[15:],
-    )
+        f[12], f[13], _track_off_wire(f[14]), f[15], f[16],
+    )  # fmt: skip
 
 
 def _bytes(a: np.ndarray, dtype: Any) -> bytes:
